@@ -1,0 +1,146 @@
+# hsq - top-level Makefile. Run ./configure first (make does it for you if
+# config.mk is missing). Targets: all check demo model bench install clean deps.
+-include config.mk
+
+VERSION   = 0.1.0
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+BUILD     = build
+MODEL_DIR ?= $(HOME)/.local/share/hsq/models
+MODEL     ?= $(MODEL_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
+
+WARN      = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+BASE_CFLAGS = -std=gnu11 -fPIC -D_GNU_SOURCE -Ilib $(WARN) $(OPENBLAS_CFLAGS) -DHSQ_PREFIX='"$(PREFIX)"'
+LIBS      = -lzstd -lpcre2-8 -lutf8proc -lm -lpthread
+ifeq ($(HAVE_OPENBLAS),yes)
+BASE_CFLAGS += -DHSQ_HAVE_OPENBLAS
+LIBS += -lopenblas
+endif
+SAN_FLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+
+LIB_SRC   = $(sort $(wildcard lib/*.c))
+LIB_OBJ   = $(LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
+SAN_OBJ   = $(LIB_SRC:lib/%.c=$(BUILD)/san/lib/%.o)
+CLI_SRC   = $(filter-out cmd/hsq-%.c,$(wildcard cmd/*.c))
+TOOLS     = $(patsubst cmd/%.c,%,$(wildcard cmd/hsq-*.c))
+BINS      = $(TOOLS:%=$(BUILD)/bin/%)
+SAN_BINS  = $(TOOLS:%=$(BUILD)/san/bin/%)
+UNIT_SRC  = $(wildcard tests/unit/test_*.c)
+UNIT_BINS = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
+MAN_PAGES = $(wildcard man/*.[157])
+HEADERS   = $(wildcard lib/*.h)
+
+.PHONY: all check unit cli golden demo model deps bench install uninstall clean distclean
+
+all: $(BUILD)/libhsq.a $(BUILD)/libhsq.so $(BINS) $(BUILD)/hsq.pc
+
+config.mk:
+	./configure
+
+$(BUILD)/lib/%.o: lib/%.c $(HEADERS) config.mk
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/san/lib/%.o: lib/%.c $(HEADERS) config.mk
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
+
+$(BUILD)/libhsq.a: $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libhsq.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libhsq.so.0 -o $@ $^ $(LIBS)
+
+$(BUILD)/libhsq-san.a: $(SAN_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bin/%: cmd/%.c $(CLI_SRC) cmd/*.h lib/hsq.h $(BUILD)/libhsq.a
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Icmd $(WARN) $(CFLAGS) $< $(CLI_SRC) $(BUILD)/libhsq.a $(LIBS) -o $@
+
+$(BUILD)/san/bin/%: cmd/%.c $(CLI_SRC) cmd/*.h lib/hsq.h $(BUILD)/libhsq-san.a
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Icmd $(WARN) $(CFLAGS) $(SAN_FLAGS) $< $(CLI_SRC) $(BUILD)/libhsq-san.a $(LIBS) -o $@
+
+$(BUILD)/san/tests/%: tests/unit/%.c tests/unit/*.h $(BUILD)/libhsq-san.a
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Itests/unit $(WARN) $(CFLAGS) $(SAN_FLAGS) $< $(BUILD)/libhsq-san.a $(LIBS) -lcriterion -o $@
+
+$(BUILD)/hsq.pc: Makefile config.mk
+	@mkdir -p $(@D)
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: hsq\nDescription: hierarchical compressed KV cache for long-context LLM inference\nVersion: %s\nLibs: -L$${libdir} -lhsq\nLibs.private: %s\nCflags: -I$${includedir}\n' \
+		'$(PREFIX)' '$(VERSION)' '$(LIBS)' > $@
+
+# ---------------------------------------------------------------- set-up
+deps:
+	sh scripts/install-deps.sh
+
+model: deps
+	sh scripts/fetch-model.sh '$(MODEL)'
+
+# ----------------------------------------------------------------- tests
+export HSQ_MODEL_FOR_TESTS = $(MODEL)
+
+unit: $(UNIT_BINS)
+ifeq ($(HAVE_CRITERION),yes)
+	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; HSQ_TEST_MODEL='$(MODEL)' $$t --jobs 2; done
+else
+	@echo "SKIP unit tests: Criterion not found by ./configure"
+endif
+
+cli: $(SAN_BINS) $(BINS)
+	@HSQ_TEST_MODEL='$(MODEL)' HSQ_BIN=$(BUILD)/san/bin sh tests/cli/run.sh
+
+golden: $(BINS)
+	@HSQ_TEST_MODEL='$(MODEL)' HSQ_BIN=$(BUILD)/bin sh tests/golden/run.sh
+
+check: model
+	$(MAKE) all
+	$(MAKE) unit
+	$(MAKE) cli
+	$(MAKE) golden
+	@echo "make check: all tests passed"
+
+demo: model
+	$(MAKE) all
+	sh scripts/demo.sh $(BUILD)/bin '$(MODEL)'
+
+bench: all
+	sh bench/run.sh $(BUILD)/bin '$(MODEL)'
+
+# --------------------------------------------------------------- install
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man7 \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(BUILD)/libhsq.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libhsq.so $(DESTDIR)$(PREFIX)/lib/libhsq.so.$(VERSION)
+	ln -sf libhsq.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libhsq.so.0
+	ln -sf libhsq.so.0 $(DESTDIR)$(PREFIX)/lib/libhsq.so
+	install -m 644 lib/hsq.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/hsq.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	for p in $(MAN_PAGES); do s=$${p##*.}; install -m 644 $$p $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
+	for t in $(TOOLS); do install -m 644 completions/hsq.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$t; done
+	install -m 644 completions/_hsq $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_hsq
+
+uninstall:
+	rm -f $(TOOLS:%=$(DESTDIR)$(PREFIX)/bin/%) $(DESTDIR)$(PREFIX)/lib/libhsq.* \
+		$(DESTDIR)$(PREFIX)/include/hsq.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/hsq.pc
+
+clean:
+	rm -rf $(BUILD)
+
+distclean: clean
+	rm -f config.mk
+
+# ------------------------------------------------------------- benchmarks
+BENCH_SRC  = $(wildcard bench/*.c)
+BENCH_BINS = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+$(BUILD)/bench/%: bench/%.c lib/hsq.h $(BUILD)/libhsq.a
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib $(WARN) $(CFLAGS) $< $(BUILD)/libhsq.a $(LIBS) -o $@
+
+bench-codecs: $(BUILD)/bench/bench_codecs
+	$(BUILD)/bench/bench_codecs

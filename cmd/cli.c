@@ -1,0 +1,219 @@
+/* cli.c - shared command-line plumbing for the hsq tools. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define OPT_HELP 1000
+#define OPT_VERSION 1001
+#define OPT_DUMP 1002
+
+static const cli_option builtin[] = {
+	{ "help", 'h', NULL, "show this help and exit", OPT_HELP },
+	{ "version", 0, NULL, "print the version and exit", OPT_VERSION },
+	{ "dump-options", 0, NULL, NULL, OPT_DUMP }, /* hidden: for completion tests */
+};
+#define N_BUILTIN (sizeof builtin / sizeof *builtin)
+
+static size_t count_opts(const cli_option *o)
+{
+	size_t n = 0;
+	while (o[n].long_name)
+		n++;
+	return n;
+}
+
+static const cli_option *opt_at(const cli_parser *p, size_t i)
+{
+	size_t n = count_opts(p->opts);
+	return i < n ? &p->opts[i] : &builtin[i - n];
+}
+
+void cli_init(cli_parser *p, const char *prog, const cli_option *opts)
+{
+	size_t n = count_opts(opts) + N_BUILTIN, k = 0;
+	p->prog = prog;
+	p->opts = opts;
+	p->long_opts = calloc(n + 1, sizeof *p->long_opts);
+	if (!p->long_opts)
+		cli_die(prog, EXIT_FAILURE_RUNTIME, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const cli_option *o = opt_at(p, i);
+		p->long_opts[i] = (struct option){ o->long_name, o->arg ? required_argument : no_argument, NULL, o->id };
+		if (o->short_name && k + 3 < sizeof p->short_opts) {
+			p->short_opts[k++] = (char)o->short_name;
+			if (o->arg)
+				p->short_opts[k++] = ':';
+		}
+	}
+	p->short_opts[k] = '\0';
+}
+
+void cli_free(cli_parser *p)
+{
+	free(p->long_opts);
+	p->long_opts = NULL;
+}
+
+void cli_help(const cli_parser *p, FILE *out, const char *usage_line, const char *description)
+{
+	fprintf(out, "usage: %s\n%s\n\noptions:\n", usage_line, description);
+	size_t n = count_opts(p->opts) + N_BUILTIN;
+	for (size_t i = 0; i < n; i++) {
+		const cli_option *o = opt_at(p, i);
+		char left[64];
+		if (!o->help)
+			continue;
+		snprintf(left, sizeof left, "%s%c%s--%s%s%s", o->short_name ? "-" : "", o->short_name ? o->short_name : ' ',
+			 o->short_name ? ", " : "  ", o->long_name, o->arg ? " " : "", o->arg ? o->arg : "");
+		fprintf(out, "  %-28s %s\n", o->short_name ? left : left + 2, o->help);
+	}
+}
+
+int cli_next(cli_parser *p, int argc, char **argv, const char *usage_line, const char *description)
+{
+	opterr = 0;
+	int c = getopt_long(argc, argv, p->short_opts, p->long_opts, NULL);
+	switch (c) {
+	case 'h':
+	case OPT_HELP:
+		cli_help(p, stdout, usage_line, description);
+		exit(EXIT_OK);
+	case OPT_VERSION:
+		printf("%s %s\n", p->prog, hsq_version());
+		exit(EXIT_OK);
+	case OPT_DUMP: {
+		size_t n = count_opts(p->opts) + N_BUILTIN;
+		for (size_t i = 0; i < n; i++) {
+			const cli_option *o = opt_at(p, i);
+			if (o->help)
+				printf("--%s%s%c\t%s\n", o->long_name, o->short_name ? "\t-" : "\t",
+				       o->short_name ? o->short_name : ' ', o->arg ? o->arg : "");
+		}
+		exit(EXIT_OK);
+	}
+	case '?':
+		if (optopt && optopt < 256)
+			cli_usage_error(p->prog, "option '-%c' %s", optopt,
+					strchr(p->short_opts, optopt) ? "needs a value" : "is unknown");
+		cli_usage_error(p->prog, "option '%s' is unknown or needs a value", argv[optind - 1]);
+	case ':':
+		cli_usage_error(p->prog, "option '%s' needs a value", argv[optind - 1]);
+	default:
+		return c;
+	}
+}
+
+void cli_die(const char *prog, int code, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(code);
+}
+
+void cli_die_status(const char *prog, int code, hsq_status st)
+{
+	const char *detail = hsq_last_error();
+	cli_die(prog, code, "%s", *detail ? detail : hsq_strerror(st));
+}
+
+void cli_usage_error(const char *prog, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\ntry '%s --help' for usage\n", prog);
+	exit(EXIT_USAGE);
+}
+
+long cli_long(const char *prog, const char *opt, const char *value, long lo, long hi)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(value, &end, 10);
+	if (errno || end == value || *end || v < lo || v > hi)
+		cli_usage_error(prog, "%s expects an integer from %ld to %ld, not '%s'", opt, lo, hi, value);
+	return v;
+}
+
+double cli_double(const char *prog, const char *opt, const char *value, double lo, double hi)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(value, &end);
+	if (errno || end == value || *end || !(v >= lo && v <= hi))
+		cli_usage_error(prog, "%s expects a number from %g to %g, not '%s'", opt, lo, hi, value);
+	return v;
+}
+
+char *cli_read_all(const char *prog, const char *path, size_t *len)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+	if (!f)
+		cli_die(prog, EXIT_INPUT, "cannot open %s: %s", path, strerror(errno));
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap);
+	for (;;) {
+		if (!buf)
+			cli_die(prog, EXIT_FAILURE_RUNTIME, "out of memory reading %s", path);
+		n += fread(buf + n, 1, cap - n - 1, f);
+		if (n < cap - 1)
+			break;
+		cap *= 2;
+		buf = realloc(buf, cap);
+	}
+	if (ferror(f))
+		cli_die(prog, EXIT_INPUT, "cannot read %s: %s", strcmp(path, "-") ? path : "standard input", strerror(errno));
+	if (f != stdin)
+		fclose(f);
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+}
+
+const char *cli_model_path(const char *prog, const char *given, char *buf, size_t cap)
+{
+	if (given)
+		return given;
+	hsq_status st = hsq_default_model_path(buf, cap);
+	if (st)
+		cli_die_status(prog, EXIT_MODEL, st);
+	return buf;
+}
+
+hsq_model *cli_load_model(const char *prog, const char *path)
+{
+	hsq_model *m;
+	hsq_status st = hsq_model_load(path, &m);
+	if (st)
+		cli_die_status(prog, st == HSQ_ERR_NOMEM ? EXIT_FAILURE_RUNTIME : EXIT_MODEL, st);
+	return m;
+}
+
+void cli_chat_parts(const char *prog, const hsq_model *model, const char *system, char **open, char **close)
+{
+	/* Format with a sentinel user message and split around it, so the
+	 * split follows whatever template the library implements. */
+	static const char sentinel[] = "\x01HSQ-USER\x01";
+	char *all;
+	hsq_status st = hsq_chat_format(model, system, sentinel, &all);
+	if (st)
+		cli_die_status(prog, EXIT_MODEL, st);
+	char *at = strstr(all, sentinel);
+	if (!at)
+		cli_die(prog, EXIT_FAILURE_RUNTIME, "chat template did not place the user message");
+	*open = strndup(all, (size_t)(at - all));
+	*close = strdup(at + strlen(sentinel));
+	hsq_free(all);
+	if (!*open || !*close)
+		cli_die(prog, EXIT_FAILURE_RUNTIME, "out of memory");
+}

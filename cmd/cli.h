@@ -1,0 +1,69 @@
+/* cli.h - what every hsq tool shares: one option table that drives
+ * getopt_long, --help and the completion scripts; error reporting; exit
+ * codes (documented in hsq(7)); reading input; the model path default. */
+#ifndef HSQ_CLI_H
+#define HSQ_CLI_H
+
+#include <getopt.h>
+#include <stdio.h>
+
+#include "hsq.h"
+
+/* Exit statuses, the same for every tool (hsq(7), EXIT STATUS). */
+enum {
+	EXIT_OK = 0,
+	EXIT_FAILURE_RUNTIME = 1, /* I/O, out of memory, anything else */
+	EXIT_USAGE = 2,           /* bad options or option values */
+	EXIT_MODEL = 3,           /* model missing, unreadable, not GGUF, truncated, unsupported */
+	EXIT_INPUT = 4,           /* empty input, or longer than the context */
+	EXIT_SNAPSHOT = 5,        /* snapshot unreadable, corrupt, or from another model */
+};
+
+typedef struct cli_option {
+	const char *long_name; /* "model" */
+	int short_name;        /* 'm', or 0 */
+	const char *arg;       /* "FILE", or NULL for a flag */
+	const char *help;      /* one line */
+	int id;                /* value returned by cli_next: short_name or a code >= 256 */
+} cli_option;
+
+typedef struct cli_parser {
+	const char *prog;
+	const cli_option *opts; /* terminated by a zeroed entry */
+	struct option *long_opts;
+	char short_opts[128];
+} cli_parser;
+
+/* Builds getopt tables. -h/--help, --version and the hidden --dump-options
+ * (prints the table for completion checks) are handled by cli_next. */
+void cli_init(cli_parser *p, const char *prog, const cli_option *opts);
+/* Next option id, -1 at the end. Exits 2 on unknown options. */
+int cli_next(cli_parser *p, int argc, char **argv, const char *usage_line, const char *description);
+void cli_free(cli_parser *p);
+void cli_help(const cli_parser *p, FILE *out, const char *usage_line, const char *description);
+
+/* Prints "prog: message" to stderr and exits with code. */
+void cli_die(const char *prog, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
+/* Prints "prog: <hsq_last_error() or strerror>" and exits with code. */
+void cli_die_status(const char *prog, int code, hsq_status st) __attribute__((noreturn));
+/* Usage error: message plus "try 'prog --help'", exit 2. */
+void cli_usage_error(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+
+/* Parses a decimal integer/float option value within [lo, hi] or exits 2. */
+long cli_long(const char *prog, const char *opt, const char *value, long lo, long hi);
+double cli_double(const char *prog, const char *opt, const char *value, double lo, double hi);
+
+/* Reads a whole file (path "-" = stdin) into a NUL-terminated buffer. */
+char *cli_read_all(const char *prog, const char *path, size_t *len);
+
+/* Model path: the -m value, or hsq_default_model_path(); exits 3 if none. */
+const char *cli_model_path(const char *prog, const char *given, char *buf, size_t cap);
+/* Loads the model or exits 3 with the library's message. */
+hsq_model *cli_load_model(const char *prog, const char *path);
+
+/* The model's chat template split around the user message: open is
+ * everything before it (system turn, user header), close everything after
+ * (end of turn, assistant header). Both malloc'ed. Exits on failure. */
+void cli_chat_parts(const char *prog, const hsq_model *model, const char *system, char **open, char **close);
+
+#endif

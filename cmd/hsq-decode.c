@@ -1,0 +1,205 @@
+/* hsq-decode - generate text from a prompt, or resume from a snapshot. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+static const char PROG[] = "hsq-decode";
+static const char USAGE[] = "hsq-decode [-m MODEL] [-s SNAPSHOT] (-p TEXT | -f FILE) [-n N] [options]";
+static const char DESCRIPTION[] =
+	"Generate text from a prompt and stream it to standard output. With -s, resume from a\n"
+	"snapshot written by hsq-prefill: the prompt continues the document stored in it.";
+
+enum { OPT_TEMP = 256, OPT_TOP_K, OPT_TOP_P, OPT_SEED, OPT_CHAT, OPT_SYSTEM, OPT_IGNORE_EOS };
+
+static const cli_option options[] = {
+	{ "model", 'm', "FILE", "GGUF model (default: $HSQ_MODEL or the installed default)", 'm' },
+	{ "snapshot", 's', "FILE", "resume from this snapshot (hsq-prefill output)", 's' },
+	{ "prompt", 'p', "TEXT", "prompt text", 'p' },
+	{ "file", 'f', "FILE", "read the prompt from FILE ('-' for standard input)", 'f' },
+	{ "n-predict", 'n', "N", "generate at most N tokens (default 128)", 'n' },
+	{ "threads", 't', "N", "CPU threads (default: all cores)", 't' },
+	{ "ctx-size", 'c', "N", "context size in tokens (default: the model's)", 'c' },
+	{ "batch-size", 'b', "N", "prompt tokens per forward chunk (default 512)", 'b' },
+	{ "temp", 0, "T", "sampling temperature; 0 = greedy (default 0)", OPT_TEMP },
+	{ "top-k", 0, "K", "sample from the K most likely tokens; 0 = all (default 40)", OPT_TOP_K },
+	{ "top-p", 0, "P", "nucleus sampling mass in (0,1] (default 0.95)", OPT_TOP_P },
+	{ "seed", 0, "N", "random seed for sampling (default: from the clock)", OPT_SEED },
+	{ "chat", 0, NULL, "wrap the prompt in the model's chat template", OPT_CHAT },
+	{ "system", 0, "TEXT", "system message for --chat (default: the template's)", OPT_SYSTEM },
+	{ "ignore-eos", 0, NULL, "keep generating past end-of-sequence tokens", OPT_IGNORE_EOS },
+	{ "verbose", 'v', NULL, "print timings to standard error", 'v' },
+	{ 0 },
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static hsq_token *tokenize_or_die(const hsq_model *m, const char *text, int add_bos, size_t *n)
+{
+	hsq_token *toks;
+	hsq_status st = hsq_tokenize(m, text, strlen(text), add_bos, 1, &toks, n);
+	if (st)
+		cli_die_status(PROG, EXIT_INPUT, st);
+	return toks;
+}
+
+int main(int argc, char **argv)
+{
+	const char *model_arg = NULL, *snap = NULL, *prompt = NULL, *prompt_file = NULL, *system = NULL;
+	long n_predict = 128;
+	int chat = 0, ignore_eos = 0, verbose = 0, seed_given = 0;
+	hsq_context_params cp = hsq_context_default_params();
+	hsq_sampler_params sp = hsq_sampler_default_params();
+	cli_parser p;
+	cli_init(&p, PROG, options);
+	for (int c; (c = cli_next(&p, argc, argv, USAGE, DESCRIPTION)) != -1;) {
+		switch (c) {
+		case 'm': model_arg = optarg; break;
+		case 's': snap = optarg; break;
+		case 'p': prompt = optarg; break;
+		case 'f': prompt_file = optarg; break;
+		case 'n': n_predict = cli_long(PROG, "-n", optarg, 0, 1 << 30); break;
+		case 't': cp.n_threads = (int)cli_long(PROG, "-t", optarg, 1, 256); break;
+		case 'c': cp.n_ctx = (int)cli_long(PROG, "-c", optarg, 1, 1 << 24); break;
+		case 'b': cp.n_batch = (int)cli_long(PROG, "-b", optarg, 1, 1 << 16); break;
+		case OPT_TEMP: sp.temperature = (float)cli_double(PROG, "--temp", optarg, 0, 100); break;
+		case OPT_TOP_K: sp.top_k = (int)cli_long(PROG, "--top-k", optarg, 0, 1 << 30); break;
+		case OPT_TOP_P: sp.top_p = (float)cli_double(PROG, "--top-p", optarg, 1e-6, 1); break;
+		case OPT_SEED: sp.seed = (uint64_t)cli_long(PROG, "--seed", optarg, 0, 0x7fffffffffffffffL); seed_given = 1; break;
+		case OPT_CHAT: chat = 1; break;
+		case OPT_SYSTEM: system = optarg; break;
+		case OPT_IGNORE_EOS: ignore_eos = 1; break;
+		case 'v': verbose = 1; break;
+		}
+	}
+	cli_free(&p);
+	if (optind < argc)
+		cli_usage_error(PROG, "unexpected argument '%s'", argv[optind]);
+	if (prompt && prompt_file)
+		cli_usage_error(PROG, "give the prompt with -p or -f, not both");
+	if (!prompt && !prompt_file && !snap)
+		cli_usage_error(PROG, "no prompt: pass -p TEXT, -f FILE or -s SNAPSHOT");
+	if (system && !chat)
+		cli_usage_error(PROG, "--system only applies with --chat");
+	if (!seed_given)
+		sp.seed = (uint64_t)time(NULL);
+
+	char *prompt_buf = NULL;
+	if (prompt_file) {
+		size_t len;
+		prompt_buf = cli_read_all(PROG, prompt_file, &len);
+		prompt = prompt_buf;
+	}
+	char path_buf[4096];
+	const char *model_path = cli_model_path(PROG, model_arg, path_buf, sizeof path_buf);
+	hsq_model *model = cli_load_model(PROG, model_path);
+	hsq_model_info mi;
+	hsq_model_get_info(model, &mi);
+
+	hsq_context *ctx;
+	hsq_status st;
+	double t0 = now_s();
+	if (snap) {
+		st = hsq_snapshot_load(model, snap, &cp, &ctx);
+		if (st)
+			cli_die_status(PROG, st == HSQ_ERR_CONTEXT_FULL ? EXIT_INPUT : EXIT_SNAPSHOT, st);
+	} else {
+		st = hsq_context_new(model, &cp, &ctx);
+		if (st)
+			cli_die_status(PROG, st == HSQ_ERR_CONTEXT_FULL ? EXIT_INPUT : EXIT_FAILURE_RUNTIME, st);
+	}
+	double t_load = now_s() - t0;
+
+	/* The text to feed: with --chat a whole turn, or (resuming a document
+	 * opened with hsq-prefill --chat) the question and the turn's end. */
+	char *text = NULL;
+	const char *feed = prompt ? prompt : "";
+	int resumed = hsq_context_n_past(ctx) > 0;
+	if (chat) {
+		char *open, *close;
+		cli_chat_parts(PROG, model, system, &open, &close);
+		const hsq_token *past = hsq_context_tokens(ctx);
+		hsq_token *open_toks;
+		size_t n_open;
+		open_toks = tokenize_or_die(model, open, 0, &n_open);
+		int doc_is_open_turn = resumed && (size_t)hsq_context_n_past(ctx) >= n_open &&
+				       memcmp(past, open_toks, n_open * sizeof *past) == 0;
+		hsq_free(open_toks);
+		size_t need = strlen(open) + strlen(feed) + strlen(close) + 3;
+		text = malloc(need);
+		if (!text)
+			cli_die(PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+		if (doc_is_open_turn)
+			snprintf(text, need, "%s%s%s", *feed ? "\n\n" : "", feed, close);
+		else
+			snprintf(text, need, "%s%s%s", open, feed, close);
+		free(open);
+		free(close);
+		feed = text;
+	}
+	size_t n_prompt = 0;
+	hsq_token *ptoks = NULL;
+	if (*feed)
+		ptoks = tokenize_or_die(model, feed, resumed ? 0 : -1, &n_prompt);
+
+	float *logits = malloc((size_t)mi.n_vocab * sizeof *logits);
+	hsq_sampler *sampler;
+	if (!logits)
+		cli_die(PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+	if ((st = hsq_sampler_new(&sp, &sampler)))
+		cli_die_status(PROG, EXIT_USAGE, st);
+
+	if (n_prompt == 0)
+		cli_die(PROG, EXIT_INPUT, resumed ? "nothing to continue from: give a prompt with -p or -f after -s"
+						  : "the prompt is empty; pass some text with -p or -f");
+	double t1 = now_s();
+	st = hsq_context_eval(ctx, ptoks, n_prompt, logits, 0);
+	if (st)
+		cli_die_status(PROG, st == HSQ_ERR_CONTEXT_FULL ? EXIT_INPUT : EXIT_FAILURE_RUNTIME, st);
+	double t_prompt = now_s() - t1;
+
+	hsq_detok dt = { { 0 }, 0 };
+	char out[256];
+	size_t out_len;
+	long n_gen = 0;
+	double t2 = now_s();
+	while (n_gen < n_predict) {
+		hsq_token tok = hsq_sampler_sample(sampler, logits, mi.n_vocab);
+		if (!ignore_eos && hsq_token_is_eog(model, tok))
+			break;
+		if (hsq_detok_push(model, &dt, tok, out, sizeof out, &out_len) == HSQ_OK) {
+			fwrite(out, 1, out_len, stdout);
+			fflush(stdout);
+		}
+		if (++n_gen == n_predict)
+			break;
+		st = hsq_context_eval(ctx, &tok, 1, logits, 0);
+		if (st) {
+			fputc('\n', stdout);
+			cli_die_status(PROG, st == HSQ_ERR_CONTEXT_FULL ? EXIT_INPUT : EXIT_FAILURE_RUNTIME, st);
+		}
+	}
+	out_len = hsq_detok_flush(&dt, out, sizeof out);
+	fwrite(out, 1, out_len, stdout);
+	fputc('\n', stdout);
+	double t_gen = now_s() - t2;
+	if (verbose)
+		fprintf(stderr,
+			"%s: %s %.2f s; prompt %zu tokens in %.2f s (%.1f tok/s); generated %ld tokens in %.2f s (%.1f tok/s)\n",
+			PROG, snap ? "snapshot load" : "setup", t_load, n_prompt, t_prompt,
+			t_prompt > 0 ? n_prompt / t_prompt : 0.0, n_gen, t_gen, t_gen > 0 ? n_gen / t_gen : 0.0);
+	hsq_sampler_free(sampler);
+	free(logits);
+	hsq_free(ptoks);
+	free(text);
+	free(prompt_buf);
+	hsq_context_free(ctx);
+	hsq_model_free(model);
+	return EXIT_OK;
+}

@@ -1,0 +1,140 @@
+/* hsq-prefill - run a document through the model once and store the
+ * context in a snapshot that hsq-decode resumes many times. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+static const char PROG[] = "hsq-prefill";
+static const char USAGE[] = "hsq-prefill [-m MODEL] [--mode full] -o OUT.hsq [-f FILE] [options] < DOCUMENT";
+static const char DESCRIPTION[] =
+	"Tokenize a document (standard input, or -f FILE), run it through the model and write\n"
+	"the context (tokens and KV cache) to a snapshot, atomically.";
+
+enum { OPT_MODE = 256, OPT_CHAT, OPT_SYSTEM, OPT_ZSTD };
+
+static const cli_option options[] = {
+	{ "model", 'm', "FILE", "GGUF model (default: $HSQ_MODEL or the installed default)", 'm' },
+	{ "output", 'o', "FILE", "snapshot to write (required)", 'o' },
+	{ "file", 'f', "FILE", "read the document from FILE instead of standard input", 'f' },
+	{ "mode", 0, "MODE", "what the snapshot stores: full (fp32 KV cache; the only mode so far)", OPT_MODE },
+	{ "threads", 't', "N", "CPU threads (default: all cores)", 't' },
+	{ "ctx-size", 'c', "N", "context size in tokens (default: the model's)", 'c' },
+	{ "batch-size", 'b', "N", "tokens per forward chunk (default 512)", 'b' },
+	{ "chat", 0, NULL, "open a chat user turn with the document; hsq-decode --chat closes it", OPT_CHAT },
+	{ "system", 0, "TEXT", "system message for --chat (default: the template's)", OPT_SYSTEM },
+	{ "zstd-level", 0, "N", "zstd compression level 1..19 (default 3)", OPT_ZSTD },
+	{ "verbose", 'v', NULL, "print progress and timings to standard error", 'v' },
+	{ 0 },
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+	const char *model_arg = NULL, *out_path = NULL, *in_path = "-", *system = NULL;
+	int chat = 0, verbose = 0, zstd_level = 3;
+	hsq_snapshot_mode mode = HSQ_MODE_FULL;
+	hsq_context_params cp = hsq_context_default_params();
+	cli_parser p;
+	cli_init(&p, PROG, options);
+	for (int c; (c = cli_next(&p, argc, argv, USAGE, DESCRIPTION)) != -1;) {
+		switch (c) {
+		case 'm': model_arg = optarg; break;
+		case 'o': out_path = optarg; break;
+		case 'f': in_path = optarg; break;
+		case OPT_MODE:
+			if (strcmp(optarg, "full") != 0)
+				cli_usage_error(PROG, "--mode '%s' is not available; use --mode full", optarg);
+			mode = HSQ_MODE_FULL;
+			break;
+		case 't': cp.n_threads = (int)cli_long(PROG, "-t", optarg, 1, 256); break;
+		case 'c': cp.n_ctx = (int)cli_long(PROG, "-c", optarg, 1, 1 << 24); break;
+		case 'b': cp.n_batch = (int)cli_long(PROG, "-b", optarg, 1, 1 << 16); break;
+		case OPT_CHAT: chat = 1; break;
+		case OPT_SYSTEM: system = optarg; break;
+		case OPT_ZSTD: zstd_level = (int)cli_long(PROG, "--zstd-level", optarg, 1, 19); break;
+		case 'v': verbose = 1; break;
+		}
+	}
+	cli_free(&p);
+	if (optind < argc)
+		cli_usage_error(PROG, "unexpected argument '%s' (the document is read from standard input or -f)",
+				argv[optind]);
+	if (!out_path)
+		cli_usage_error(PROG, "no output file: pass -o OUT.hsq");
+	if (system && !chat)
+		cli_usage_error(PROG, "--system only applies with --chat");
+
+	size_t doc_len;
+	char *doc = cli_read_all(PROG, in_path, &doc_len);
+	if (doc_len == 0)
+		cli_die(PROG, EXIT_INPUT, "the document is empty (%s); give some text to prefill",
+			strcmp(in_path, "-") ? in_path : "standard input");
+	if (strlen(doc) != doc_len)
+		cli_die(PROG, EXIT_INPUT, "the document contains a NUL byte at offset %zu; is it text?", strlen(doc));
+
+	char path_buf[4096];
+	hsq_model *model = cli_load_model(PROG, cli_model_path(PROG, model_arg, path_buf, sizeof path_buf));
+	hsq_model_info mi;
+	hsq_model_get_info(model, &mi);
+
+	char *text = doc;
+	if (chat) {
+		char *open, *close;
+		cli_chat_parts(PROG, model, system, &open, &close);
+		text = malloc(strlen(open) + doc_len + 1);
+		if (!text)
+			cli_die(PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+		strcpy(text, open);
+		strcat(text, doc);
+		free(open);
+		free(close);
+	}
+	hsq_token *toks;
+	size_t n_tok;
+	hsq_status st = hsq_tokenize(model, text, strlen(text), -1, chat, &toks, &n_tok);
+	if (st)
+		cli_die_status(PROG, EXIT_INPUT, st);
+	int limit = cp.n_ctx ? cp.n_ctx : mi.n_ctx_train;
+	if (n_tok > (size_t)limit)
+		cli_die(PROG, EXIT_INPUT, "the document is %zu tokens, longer than the %s context of %d tokens; shorten it%s",
+			n_tok, cp.n_ctx ? "requested" : "model's", limit, cp.n_ctx ? " or raise -c" : "");
+	if (cp.n_ctx == 0)
+		cp.n_ctx = mi.n_ctx_train;
+
+	hsq_context *ctx;
+	if ((st = hsq_context_new(model, &cp, &ctx)))
+		cli_die_status(PROG, st == HSQ_ERR_CONTEXT_FULL ? EXIT_INPUT : EXIT_FAILURE_RUNTIME, st);
+	double t0 = now_s();
+	int chunk = cp.n_batch ? cp.n_batch : 512;
+	for (size_t done = 0; done < n_tok; done += (size_t)chunk) {
+		size_t n = n_tok - done < (size_t)chunk ? n_tok - done : (size_t)chunk;
+		if ((st = hsq_context_eval(ctx, toks + done, n, NULL, 0)))
+			cli_die_status(PROG, EXIT_FAILURE_RUNTIME, st);
+		if (verbose)
+			fprintf(stderr, "\r%s: %zu/%zu tokens", PROG, done + n, n_tok);
+	}
+	double t_prefill = now_s() - t0;
+	if (verbose)
+		fprintf(stderr, "\n");
+	double t1 = now_s();
+	if ((st = hsq_snapshot_save(ctx, out_path, mode, zstd_level)))
+		cli_die_status(PROG, EXIT_SNAPSHOT, st);
+	if (verbose)
+		fprintf(stderr, "%s: %zu tokens in %.2f s (%.1f tok/s); snapshot written in %.2f s\n", PROG, n_tok,
+			t_prefill, n_tok / (t_prefill > 0 ? t_prefill : 1), now_s() - t1);
+	hsq_free(toks);
+	if (text != doc)
+		free(text);
+	free(doc);
+	hsq_context_free(ctx);
+	hsq_model_free(model);
+	return EXIT_OK;
+}

@@ -1,0 +1,339 @@
+/* backend_cpu.c - the CPU backend: threaded fp32 kernels.
+ *
+ * Every output element of matmul is one dot product accumulated in 16 float
+ * lanes over k (k = 0, 16, 32, ...) and reduced lane 0..15 in order, then a
+ * scalar tail. All kernels below (1x1, 4-row, 4x4 tile) follow that order,
+ * so a token's result is bit-identical whether it was computed alone
+ * (decode) or inside a batch (prefill): a resumed snapshot continues
+ * exactly like a single pass. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "dequant.h"
+#include "error.h"
+#include "ggml_types.h"
+#include "threadpool.h"
+
+typedef float vf16 __attribute__((vector_size(64), aligned(4)));
+
+#define ROWS_PER_TASK 16
+#define MAX_THREADS 256
+
+typedef struct cpu_backend {
+	hsq_backend base;
+	hsq_pool *pool;
+	int n_threads;
+	float *scratch;      /* [n_threads][ROWS_PER_TASK][max_cols]: dequantized rows */
+	float *scores;       /* [n_threads][n_ctx]: attention scores */
+	int n_ctx;           /* positions the scores scratch holds */
+} cpu_backend;
+
+static inline vf16 load16(const float *p)
+{
+	vf16 v;
+	memcpy(&v, p, sizeof v);
+	return v;
+}
+
+typedef float vf8 __attribute__((vector_size(32)));
+typedef float vf4 __attribute__((vector_size(16)));
+
+/* Fixed reduction tree: halves are added pairwise (16 -> 8 -> 4 -> 1). */
+static inline float hsum16(vf16 v)
+{
+	vf8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+		__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+	vf4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+	return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+static inline float tail_dot(const float *a, const float *b, int from, int n)
+{
+	float s = 0.0f;
+	for (int k = from; k < n; k++)
+		s += a[k] * b[k];
+	return s;
+}
+
+/* The reference order: the value every other kernel reproduces. */
+static float dot_f32(const float *a, const float *b, int n)
+{
+	vf16 acc = { 0 };
+	int k = 0;
+	for (; k + 16 <= n; k += 16)
+		acc += load16(a + k) * load16(b + k);
+	return hsum16(acc) + tail_dot(a, b, k, n);
+}
+
+/* y[t][r] for 4 rows and 4 tokens at once: 16 independent accumulators
+ * hide FMA latency; each accumulates exactly like dot_f32. */
+static void tile_4x4(const float *w, int ldw, const float *x, int ldx, int n, float *y, int ldy)
+{
+	vf16 acc[4][4] = { { { 0 } } };
+	int k = 0;
+	for (; k + 16 <= n; k += 16) {
+		vf16 wv[4], xv[4];
+		for (int r = 0; r < 4; r++)
+			wv[r] = load16(w + (size_t)r * ldw + k);
+		for (int t = 0; t < 4; t++)
+			xv[t] = load16(x + (size_t)t * ldx + k);
+		for (int t = 0; t < 4; t++)
+			for (int r = 0; r < 4; r++)
+				acc[t][r] += wv[r] * xv[t];
+	}
+	for (int t = 0; t < 4; t++)
+		for (int r = 0; r < 4; r++)
+			y[(size_t)t * ldy + r] = hsum16(acc[t][r]) +
+						 tail_dot(w + (size_t)r * ldw, x + (size_t)t * ldx, k, n);
+}
+
+/* 4 rows, one token: the decode path. */
+static void tile_4x1(const float *w, int ldw, const float *x, int n, float *y)
+{
+	vf16 acc[4] = { { 0 } };
+	int k = 0;
+	for (; k + 16 <= n; k += 16) {
+		vf16 xv = load16(x + k);
+		for (int r = 0; r < 4; r++)
+			acc[r] += load16(w + (size_t)r * ldw + k) * xv;
+	}
+	for (int r = 0; r < 4; r++)
+		y[r] = hsum16(acc[r]) + tail_dot(w + (size_t)r * ldw, x, k, n);
+}
+
+typedef struct matmul_job {
+	const hsq_weight *w;
+	const float *x; /* [n_tok][cols] */
+	int n_tok;
+	float *y;       /* [n_tok][rows] */
+	float *scratch; /* per-thread slots of ROWS_PER_TASK * cols floats */
+} matmul_job;
+
+static void matmul_task(void *arg, int task, int thread)
+{
+	const matmul_job *j = arg;
+	const hsq_weight *w = j->w;
+	int n = (int)w->cols;
+	int r0 = task * ROWS_PER_TASK;
+	int nr = (int)w->rows - r0 < ROWS_PER_TASK ? (int)w->rows - r0 : ROWS_PER_TASK;
+	float *wbuf;
+	if (w->type == GGML_TYPE_F32) { /* use the rows in place */
+		wbuf = (float *)(w->data + (size_t)r0 * w->row_bytes);
+	} else {
+		wbuf = j->scratch + (size_t)thread * ROWS_PER_TASK * n;
+		for (int r = 0; r < nr; r++)
+			dequant_row(w->type, w->data + (size_t)(r0 + r) * w->row_bytes, wbuf + (size_t)r * n, n);
+	}
+	int ldy = (int)w->rows;
+	int t = 0;
+	for (; t + 4 <= j->n_tok; t += 4) {
+		int r = 0;
+		for (; r + 4 <= nr; r += 4)
+			tile_4x4(wbuf + (size_t)r * n, n, j->x + (size_t)t * n, n, n, j->y + (size_t)t * ldy + r0 + r, ldy);
+		for (; r < nr; r++)
+			for (int tt = t; tt < t + 4; tt++)
+				j->y[(size_t)tt * ldy + r0 + r] = dot_f32(wbuf + (size_t)r * n, j->x + (size_t)tt * n, n);
+	}
+	for (; t < j->n_tok; t++) {
+		int r = 0;
+		for (; r + 4 <= nr; r += 4)
+			tile_4x1(wbuf + (size_t)r * n, n, j->x + (size_t)t * n, n, j->y + (size_t)t * ldy + r0 + r);
+		for (; r < nr; r++)
+			j->y[(size_t)t * ldy + r0 + r] = dot_f32(wbuf + (size_t)r * n, j->x + (size_t)t * n, n);
+	}
+}
+
+static void cpu_matmul(hsq_backend *be, const hsq_weight *w, const float *x, int n_tok, float *y)
+{
+	cpu_backend *cb = (cpu_backend *)be;
+	matmul_job j = { w, x, n_tok, y, cb->scratch };
+	int n_tasks = (int)((w->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
+	pool_run(cb->pool, n_tasks, matmul_task, &j);
+}
+
+static void cpu_embed(hsq_backend *be, const hsq_weight *table, const hsq_token *tokens, int n_tok, float *x)
+{
+	for (int t = 0; t < n_tok; t++)
+		dequant_row(table->type, table->data + (size_t)tokens[t] * table->row_bytes, x + (size_t)t * table->cols,
+			    table->cols);
+}
+
+static void cpu_rmsnorm(hsq_backend *be, const float *x, const float *weight, int n_tok, int n, float eps, float *y)
+{
+	for (int t = 0; t < n_tok; t++) {
+		const float *xr = x + (size_t)t * n;
+		float *yr = y + (size_t)t * n;
+		float ss = dot_f32(xr, xr, n);
+		float scale = 1.0f / sqrtf(ss / (float)n + eps);
+		for (int i = 0; i < n; i++)
+			yr[i] = xr[i] * scale * weight[i];
+	}
+}
+
+static void cpu_rope(hsq_backend *be, float *x, const int *pos, int n_tok, int n_heads, int head_dim, float freq_base)
+{
+	for (int t = 0; t < n_tok; t++) {
+		for (int i = 0; i < head_dim; i += 2) {
+			/* theta_i = pos * base^(-i/d), in double so long positions keep precision */
+			double theta = (double)pos[t] * pow((double)freq_base, -(double)i / head_dim);
+			float c = (float)cos(theta), s = (float)sin(theta);
+			for (int h = 0; h < n_heads; h++) {
+				float *v = x + ((size_t)t * n_heads + h) * head_dim + i;
+				float a = v[0], b = v[1];
+				v[0] = a * c - b * s;
+				v[1] = a * s + b * c;
+			}
+		}
+	}
+}
+
+typedef struct attn_job {
+	cpu_backend *cb;
+	const float *q, *k, *v;
+	const int *pos;
+	int n_head, n_head_kv, head_dim;
+	float *out;
+} attn_job;
+
+/* One (token, head) pair: scores over positions 0..pos, softmax, weighted
+ * sum of values, each in a fixed sequential order over positions. */
+static void attn_task(void *arg, int task, int thread)
+{
+	const attn_job *j = arg;
+	int hd = j->head_dim, t = task / j->n_head, h = task % j->n_head;
+	int g = h / (j->n_head / j->n_head_kv);
+	size_t kvw = (size_t)j->n_head_kv * hd;
+	const float *q = j->q + ((size_t)t * j->n_head + h) * hd;
+	float *out = j->out + ((size_t)t * j->n_head + h) * hd;
+	float *s = j->cb->scores + (size_t)thread * j->cb->n_ctx;
+	int n = j->pos[t] + 1;
+	float scale = 1.0f / sqrtf((float)hd), mx = -INFINITY, sum = 0.0f;
+	for (int p = 0; p < n; p++) {
+		s[p] = dot_f32(q, j->k + p * kvw + (size_t)g * hd, hd) * scale;
+		mx = s[p] > mx ? s[p] : mx;
+	}
+	for (int p = 0; p < n; p++) {
+		s[p] = expf(s[p] - mx);
+		sum += s[p];
+	}
+	float inv = 1.0f / sum;
+	memset(out, 0, (size_t)hd * sizeof *out);
+	for (int p = 0; p < n; p++) {
+		const float *v = j->v + p * kvw + (size_t)g * hd;
+		float w = s[p] * inv;
+		for (int d = 0; d < hd; d++)
+			out[d] += w * v[d];
+	}
+}
+
+static void cpu_attention(hsq_backend *be, const float *q, const float *k_cache, const float *v_cache,
+			  const int *pos, int n_tok, int n_head, int n_head_kv, int head_dim, float *out)
+{
+	cpu_backend *cb = (cpu_backend *)be;
+	attn_job j = { cb, q, k_cache, v_cache, pos, n_head, n_head_kv, head_dim, out };
+	pool_run(cb->pool, n_tok * n_head, attn_task, &j);
+}
+
+static void cpu_swiglu(hsq_backend *be, float *gate, const float *up, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+static void cpu_add(hsq_backend *be, float *x, const float *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] += y[i];
+}
+
+/* calloc: large blocks come straight from mmap as untouched zero pages, so
+ * a big KV cache costs memory only as positions fill. Kernels load with
+ * memcpy, so 16-byte alignment is enough. */
+static float *cpu_alloc(hsq_backend *be, size_t n_floats)
+{
+	return calloc(n_floats ? n_floats : 1, sizeof(float));
+}
+
+static void cpu_release(hsq_backend *be, float *buf)
+{
+	free(buf);
+}
+
+static void cpu_copy(hsq_backend *be, float *dst, const float *src, size_t n_floats)
+{
+	memcpy(dst, src, n_floats * sizeof(float));
+}
+
+static hsq_status cpu_prepare(hsq_backend *be, const hsq_model *model, int n_ctx)
+{
+	cpu_backend *cb = (cpu_backend *)be;
+	const hsq_model_info *mi = &model->info;
+	size_t max_cols = (size_t)(mi->n_ff > mi->n_embd ? mi->n_ff : mi->n_embd);
+	if ((size_t)mi->n_head * mi->head_dim > max_cols)
+		max_cols = (size_t)mi->n_head * mi->head_dim;
+	free(cb->scratch);
+	free(cb->scores);
+	cb->scratch = cpu_alloc(be, (size_t)cb->n_threads * ROWS_PER_TASK * max_cols);
+	cb->scores = cpu_alloc(be, (size_t)cb->n_threads * (size_t)n_ctx);
+	cb->n_ctx = n_ctx;
+	if (!cb->scratch || !cb->scores)
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for %d threads of scratch at context %d", cb->n_threads,
+				n_ctx);
+	return HSQ_OK;
+}
+
+static void cpu_destroy(hsq_backend *be)
+{
+	cpu_backend *cb = (cpu_backend *)be;
+	if (!cb)
+		return;
+	pool_free(cb->pool);
+	free(cb->scratch);
+	free(cb->scores);
+	free(cb);
+}
+
+static const hsq_backend_ops cpu_ops = {
+	.name = "cpu",
+	.destroy = cpu_destroy,
+	.prepare = cpu_prepare,
+	.alloc = cpu_alloc,
+	.release = cpu_release,
+	.upload = cpu_copy,
+	.download = cpu_copy,
+	.copy = cpu_copy,
+	.embed = cpu_embed,
+	.matmul = cpu_matmul,
+	.rmsnorm = cpu_rmsnorm,
+	.rope = cpu_rope,
+	.attention = cpu_attention,
+	.swiglu = cpu_swiglu,
+	.add = cpu_add,
+};
+
+hsq_status backend_cpu_new(int n_threads, hsq_backend **out)
+{
+	*out = NULL;
+	if (n_threads <= 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		n_threads = n > 0 ? (int)n : 1;
+	}
+	if (n_threads > MAX_THREADS)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "%d threads requested; at most %d are supported", n_threads,
+				MAX_THREADS);
+	cpu_backend *cb = calloc(1, sizeof *cb);
+	if (!cb)
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory creating the cpu backend");
+	cb->base.ops = &cpu_ops;
+	cb->n_threads = n_threads;
+	hsq_status st = pool_new(n_threads, &cb->pool);
+	if (st) {
+		free(cb);
+		return st;
+	}
+	*out = &cb->base;
+	return HSQ_OK;
+}

@@ -1,0 +1,188 @@
+/* context.c - inference contexts and the llama forward pass.
+ *
+ * Tokens go through the model in chunks of at most n_batch; each chunk's
+ * K and V land in the cache at their positions, then every token of the
+ * chunk attends causally to the cache. All math goes through the backend
+ * table (backend.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "context.h"
+#include "error.h"
+
+hsq_context_params hsq_context_default_params(void)
+{
+	hsq_context_params p = { 0, 0, 0 };
+	return p;
+}
+
+void hsq_context_free(hsq_context *ctx)
+{
+	if (!ctx)
+		return;
+	hsq_backend *be = ctx->backend;
+	if (be) {
+		const hsq_backend_ops *o = be->ops;
+		int n_layer = ctx->model->info.n_layer;
+		for (int l = 0; l < n_layer; l++) {
+			if (ctx->k_cache)
+				o->release(be, ctx->k_cache[l]);
+			if (ctx->v_cache)
+				o->release(be, ctx->v_cache[l]);
+		}
+		float *bufs[] = { ctx->x, ctx->xb, ctx->q, ctx->k, ctx->v, ctx->att,
+				  ctx->proj, ctx->gate, ctx->up, ctx->logits };
+		for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+			o->release(be, bufs[i]);
+		o->destroy(be);
+	}
+	free(ctx->k_cache);
+	free(ctx->v_cache);
+	free(ctx->tokens);
+	free(ctx->pos);
+	free(ctx);
+}
+
+hsq_status hsq_context_new(const hsq_model *model, const hsq_context_params *params, hsq_context **out)
+{
+	hsq_status st;
+	const hsq_model_info *mi = &model->info;
+	hsq_context_params p = params ? *params : hsq_context_default_params();
+	*out = NULL;
+	if (p.n_ctx < 0 || p.n_batch < 0 || p.n_threads < 0)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "context size, batch and threads must not be negative");
+	if (p.n_ctx == 0)
+		p.n_ctx = mi->n_ctx_train;
+	if (p.n_ctx > mi->n_ctx_train)
+		return hsq_fail(HSQ_ERR_CONTEXT_FULL,
+				"context of %d tokens is longer than the model's %d; use -c %d or less", p.n_ctx,
+				mi->n_ctx_train, mi->n_ctx_train);
+	if (p.n_batch == 0)
+		p.n_batch = 512;
+	if (p.n_batch > p.n_ctx)
+		p.n_batch = p.n_ctx;
+
+	hsq_context *ctx = calloc(1, sizeof *ctx);
+	if (!ctx)
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory creating a context");
+	ctx->model = model;
+	ctx->n_ctx = p.n_ctx;
+	ctx->n_batch = p.n_batch;
+	if ((st = backend_cpu_new(p.n_threads, &ctx->backend)))
+		goto fail;
+	if ((st = ctx->backend->ops->prepare(ctx->backend, model, p.n_ctx)))
+		goto fail;
+
+	hsq_backend *be = ctx->backend;
+	size_t B = (size_t)p.n_batch, kvw = context_kv_width(ctx);
+	size_t qw = (size_t)mi->n_head * mi->head_dim;
+	ctx->tokens = calloc((size_t)p.n_ctx, sizeof *ctx->tokens);
+	ctx->pos = calloc(B, sizeof *ctx->pos);
+	ctx->k_cache = calloc((size_t)mi->n_layer, sizeof *ctx->k_cache);
+	ctx->v_cache = calloc((size_t)mi->n_layer, sizeof *ctx->v_cache);
+	if (!ctx->tokens || !ctx->pos || !ctx->k_cache || !ctx->v_cache)
+		goto nomem;
+	for (int l = 0; l < mi->n_layer; l++) {
+		ctx->k_cache[l] = be->ops->alloc(be, (size_t)p.n_ctx * kvw);
+		ctx->v_cache[l] = be->ops->alloc(be, (size_t)p.n_ctx * kvw);
+		if (!ctx->k_cache[l] || !ctx->v_cache[l])
+			goto nomem;
+	}
+	ctx->x = be->ops->alloc(be, B * mi->n_embd);
+	ctx->xb = be->ops->alloc(be, B * mi->n_embd);
+	ctx->proj = be->ops->alloc(be, B * mi->n_embd);
+	ctx->q = be->ops->alloc(be, B * qw);
+	ctx->att = be->ops->alloc(be, B * qw);
+	ctx->k = be->ops->alloc(be, B * kvw);
+	ctx->v = be->ops->alloc(be, B * kvw);
+	ctx->gate = be->ops->alloc(be, B * mi->n_ff);
+	ctx->up = be->ops->alloc(be, B * mi->n_ff);
+	ctx->logits = be->ops->alloc(be, B * mi->n_vocab);
+	if (!ctx->x || !ctx->xb || !ctx->proj || !ctx->q || !ctx->att || !ctx->k || !ctx->v || !ctx->gate ||
+	    !ctx->up || !ctx->logits)
+		goto nomem;
+	*out = ctx;
+	return HSQ_OK;
+nomem:
+	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory for a %d-token context (%.1f MiB of KV cache); use a smaller -c",
+		      p.n_ctx, 2.0 * mi->n_layer * p.n_ctx * (double)context_kv_width(ctx) * 4 / 1048576.0);
+fail:
+	hsq_context_free(ctx);
+	return st;
+}
+
+/* One chunk of n tokens at positions n_past.. through every layer. Leaves
+ * the final hidden states (normalised) in ctx->xb. */
+static void forward_chunk(hsq_context *ctx, const hsq_token *tokens, int n)
+{
+	const hsq_model *m = ctx->model;
+	const hsq_model_info *mi = &m->info;
+	hsq_backend *be = ctx->backend;
+	const hsq_backend_ops *o = be->ops;
+	size_t E = (size_t)mi->n_embd, kvw = context_kv_width(ctx);
+
+	for (int t = 0; t < n; t++)
+		ctx->pos[t] = ctx->n_past + t;
+	o->embed(be, &m->tok_embd, tokens, n, ctx->x);
+	for (int l = 0; l < mi->n_layer; l++) {
+		const hsq_layer *L = &m->layers[l];
+		o->rmsnorm(be, ctx->x, L->attn_norm, n, (int)E, mi->rms_eps, ctx->xb);
+		o->matmul(be, &L->wq, ctx->xb, n, ctx->q);
+		o->matmul(be, &L->wk, ctx->xb, n, ctx->k);
+		o->matmul(be, &L->wv, ctx->xb, n, ctx->v);
+		o->rope(be, ctx->q, ctx->pos, n, mi->n_head, mi->head_dim, mi->rope_freq_base);
+		o->rope(be, ctx->k, ctx->pos, n, mi->n_head_kv, mi->head_dim, mi->rope_freq_base);
+		o->copy(be, ctx->k_cache[l] + (size_t)ctx->n_past * kvw, ctx->k, (size_t)n * kvw);
+		o->copy(be, ctx->v_cache[l] + (size_t)ctx->n_past * kvw, ctx->v, (size_t)n * kvw);
+		o->attention(be, ctx->q, ctx->k_cache[l], ctx->v_cache[l], ctx->pos, n, mi->n_head, mi->n_head_kv,
+			     mi->head_dim, ctx->att);
+		o->matmul(be, &L->wo, ctx->att, n, ctx->proj);
+		o->add(be, ctx->x, ctx->proj, (size_t)n * E);
+		o->rmsnorm(be, ctx->x, L->ffn_norm, n, (int)E, mi->rms_eps, ctx->xb);
+		o->matmul(be, &L->w_gate, ctx->xb, n, ctx->gate);
+		o->matmul(be, &L->w_up, ctx->xb, n, ctx->up);
+		o->swiglu(be, ctx->gate, ctx->up, (size_t)n * mi->n_ff);
+		o->matmul(be, &L->w_down, ctx->gate, n, ctx->proj);
+		o->add(be, ctx->x, ctx->proj, (size_t)n * E);
+	}
+	o->rmsnorm(be, ctx->x, m->out_norm, n, (int)E, mi->rms_eps, ctx->xb);
+}
+
+hsq_status hsq_context_eval(hsq_context *ctx, const hsq_token *tokens, size_t n, float *logits, int all_logits)
+{
+	const hsq_model_info *mi = &ctx->model->info;
+	hsq_backend *be = ctx->backend;
+	if (n == 0)
+		return hsq_fail(HSQ_ERR_EMPTY_INPUT, "no tokens to evaluate");
+	if (n > (size_t)(ctx->n_ctx - ctx->n_past))
+		return hsq_fail(HSQ_ERR_CONTEXT_FULL,
+				"%zu more tokens do not fit: %d of %d context positions are used; raise -c (model maximum %d)",
+				n, ctx->n_past, ctx->n_ctx, mi->n_ctx_train);
+	for (size_t i = 0; i < n; i++)
+		if (tokens[i] < 0 || tokens[i] >= mi->n_vocab)
+			return hsq_fail(HSQ_ERR_INVALID_ARG, "token id %d at index %zu is outside the vocabulary (0..%d)",
+					tokens[i], i, mi->n_vocab - 1);
+	size_t V = (size_t)mi->n_vocab, E = (size_t)mi->n_embd;
+	for (size_t done = 0; done < n;) {
+		int chunk = (int)(n - done < (size_t)ctx->n_batch ? n - done : (size_t)ctx->n_batch);
+		forward_chunk(ctx, tokens + done, chunk);
+		int last_chunk = done + (size_t)chunk == n;
+		if (logits && all_logits) {
+			be->ops->matmul(be, &ctx->model->output, ctx->xb, chunk, ctx->logits);
+			be->ops->download(be, logits + done * V, ctx->logits, (size_t)chunk * V);
+		} else if (logits && last_chunk) {
+			be->ops->matmul(be, &ctx->model->output, ctx->xb + (size_t)(chunk - 1) * E, 1, ctx->logits);
+			be->ops->download(be, logits, ctx->logits, V);
+		}
+		memcpy(ctx->tokens + ctx->n_past, tokens + done, (size_t)chunk * sizeof *tokens);
+		ctx->n_past += chunk;
+		done += (size_t)chunk;
+	}
+	return HSQ_OK;
+}
+
+int hsq_context_n_past(const hsq_context *ctx) { return ctx->n_past; }
+int hsq_context_n_ctx(const hsq_context *ctx) { return ctx->n_ctx; }
+const hsq_token *hsq_context_tokens(const hsq_context *ctx) { return ctx->tokens; }
+const hsq_model *hsq_context_model(const hsq_context *ctx) { return ctx->model; }

@@ -1,0 +1,487 @@
+/*
+ * hsq.h - the public API of libhsq.
+ *
+ * libhsq loads GGUF models, tokenizes, runs the transformer, samples, and
+ * saves/resumes contexts through on-disk snapshots (see hsq-snapshot(5)).
+ * The library never prints and never exits: every fallible call returns an
+ * hsq_status; hsq_strerror() names the status and hsq_last_error() returns a
+ * one-line, lowercase detail (the file or value at fault, a suggested fix)
+ * for the last failure on the calling thread.
+ */
+#ifndef HSQ_H
+#define HSQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HSQ_VERSION_STRING "0.1.0"
+
+/* Status codes. Values are pinned: tools map them to exit codes (hsq(7)). */
+typedef enum hsq_status {
+	HSQ_OK = 0,
+	HSQ_ERR_NOMEM = 1,          /* allocation failed */
+	HSQ_ERR_IO = 2,             /* open/read/write/rename failed (errno in detail) */
+	HSQ_ERR_FORMAT = 3,         /* not a GGUF/snapshot file, or malformed */
+	HSQ_ERR_TRUNCATED = 4,      /* file shorter than its own header says */
+	HSQ_ERR_UNSUPPORTED = 5,    /* architecture, tensor type or version not supported */
+	HSQ_ERR_INVALID_ARG = 6,    /* a caller-supplied value is out of range */
+	HSQ_ERR_CONTEXT_FULL = 7,   /* more tokens than the context holds */
+	HSQ_ERR_MODEL_MISMATCH = 8, /* snapshot was built by a different model file */
+	HSQ_ERR_CHECKSUM = 9,       /* a section checksum does not match */
+	HSQ_ERR_EMPTY_INPUT = 10,   /* nothing to process */
+	HSQ_ERR_INTERNAL = 11,      /* a bug: please report */
+} hsq_status;
+
+/* Short fixed description of a status ("out of memory", ...). Never NULL. */
+const char *hsq_strerror(hsq_status status);
+/* Detail of the last error on this thread, or "" if none. Valid until the
+ * next libhsq call on this thread. */
+const char *hsq_last_error(void);
+const char *hsq_version(void);
+
+typedef int32_t hsq_token;
+
+/* ---------------------------------------------------------------- model */
+
+typedef struct hsq_model hsq_model;
+
+typedef struct hsq_model_info {
+	const char *architecture; /* "llama", ... (owned by the model) */
+	const char *name;         /* general.name, or "" */
+	int n_layer;              /* transformer blocks */
+	int n_embd;               /* hidden size */
+	int n_head;               /* query heads */
+	int n_head_kv;            /* key/value heads (GQA) */
+	int head_dim;             /* dimension of one head */
+	int n_ff;                 /* feed-forward hidden size */
+	int n_vocab;              /* vocabulary size */
+	int n_ctx_train;          /* context length the model was trained for, tokens */
+	float rope_freq_base;     /* RoPE theta */
+	float rms_eps;            /* RMSNorm epsilon */
+	hsq_token bos;            /* beginning-of-sequence token, -1 if none */
+	hsq_token eos;            /* end-of-sequence token, -1 if none */
+	int add_bos;              /* 1 if the tokenizer prepends BOS by default */
+	uint64_t file_size;       /* bytes */
+	uint8_t identity[32];     /* sha256 of the GGUF header + tensor table: the model identity */
+} hsq_model_info;
+
+/* Memory-map and validate a GGUF file. Every offset, count and dimension is
+ * bounds-checked; unsupported architectures and tensor types are refused. */
+hsq_status hsq_model_load(const char *path, hsq_model **out);
+void hsq_model_free(hsq_model *model);
+void hsq_model_get_info(const hsq_model *model, hsq_model_info *info);
+
+/* Default model path: $HSQ_MODEL, else the first readable of
+ * $XDG_DATA_HOME/hsq/models/SmolLM2-135M-Instruct.Q4_1.gguf,
+ * ~/.local/share/hsq/models/..., PREFIX/share/hsq/models/...
+ * Writes into buf (cap bytes). Returns HSQ_ERR_INVALID_ARG if none found. */
+hsq_status hsq_default_model_path(char *buf, size_t cap);
+
+/* ------------------------------------------------------------ tokenizer */
+
+/* Tokenize UTF-8 text. add_bos: prepend BOS (-1: the model's default).
+ * parse_special: recognise special-token text such as "<|im_start|>".
+ * On success *tokens is malloc'ed (free with hsq_free) and *n_tokens set. */
+hsq_status hsq_tokenize(const hsq_model *model, const char *text, size_t len,
+			int add_bos, int parse_special,
+			hsq_token **tokens, size_t *n_tokens);
+
+/* Raw bytes of one token (not NUL-terminated; may be a partial UTF-8
+ * sequence). Control tokens give their text only if special != 0. */
+hsq_status hsq_token_bytes(const hsq_model *model, hsq_token token, int special,
+			   const char **bytes, size_t *len);
+
+/* 1 if generation should stop at this token (end of sequence or of turn). */
+int hsq_token_is_eog(const hsq_model *model, hsq_token token);
+
+/* Streaming detokenizer: feeds token bytes and emits only complete UTF-8
+ * sequences, so a multi-byte character split across tokens prints whole. */
+typedef struct hsq_detok {
+	unsigned char pending[8]; /* bytes of an incomplete UTF-8 sequence */
+	size_t n_pending;
+} hsq_detok;
+/* Appends the printable bytes for `token` to out (cap bytes, *out_len set). */
+hsq_status hsq_detok_push(const hsq_model *model, hsq_detok *state, hsq_token token,
+			  char *out, size_t cap, size_t *out_len);
+/* Flushes what is left (invalid trailing bytes become U+FFFD). */
+size_t hsq_detok_flush(hsq_detok *state, char *out, size_t cap);
+
+/* Wrap a user message in the model's chat template (chatml for SmolLM2),
+ * ending with the assistant prompt. *out is malloc'ed (hsq_free). */
+hsq_status hsq_chat_format(const hsq_model *model, const char *system, const char *user,
+			   char **out);
+
+void hsq_free(void *ptr);
+
+/* -------------------------------------------------------------- context */
+
+typedef struct hsq_context hsq_context;
+
+typedef struct hsq_context_params {
+	int n_ctx;     /* tokens the KV cache holds; 0 = model's training context */
+	int n_threads; /* CPU threads; 0 = all online cores */
+	int n_batch;   /* prefill chunk, tokens; 0 = 512 */
+} hsq_context_params;
+
+hsq_context_params hsq_context_default_params(void);
+hsq_status hsq_context_new(const hsq_model *model, const hsq_context_params *params,
+			   hsq_context **out);
+void hsq_context_free(hsq_context *ctx);
+
+/* Run tokens through the model, appending them to the KV cache at positions
+ * n_past..n_past+n-1. If logits is non-NULL it receives the next-token
+ * logits: n_vocab floats for the last token, or n*n_vocab floats (row per
+ * token) when all_logits is set. The result for a token does not depend on
+ * how the tokens were split into calls (batch-invariant arithmetic). */
+hsq_status hsq_context_eval(hsq_context *ctx, const hsq_token *tokens, size_t n,
+			    float *logits, int all_logits);
+int hsq_context_n_past(const hsq_context *ctx);
+int hsq_context_n_ctx(const hsq_context *ctx);
+/* Tokens in the context so far (n_past of them), owned by the context. */
+const hsq_token *hsq_context_tokens(const hsq_context *ctx);
+const hsq_model *hsq_context_model(const hsq_context *ctx);
+
+/* -------------------------------------------------------------- sampler */
+
+typedef struct hsq_sampler_params {
+	float temperature; /* 0 = greedy (argmax) */
+	int top_k;         /* keep the k most likely; 0 = off */
+	float top_p;       /* nucleus mass in (0,1]; 1 = off */
+	uint64_t seed;     /* PRNG seed */
+} hsq_sampler_params;
+
+typedef struct hsq_sampler hsq_sampler;
+hsq_sampler_params hsq_sampler_default_params(void);
+hsq_status hsq_sampler_new(const hsq_sampler_params *params, hsq_sampler **out);
+void hsq_sampler_free(hsq_sampler *sampler);
+/* Picks a token from n_vocab logits. Ties in greedy mode go to the lowest id. */
+hsq_token hsq_sampler_sample(hsq_sampler *sampler, const float *logits, int n_vocab);
+
+/* ------------------------------------------------------------- snapshot */
+
+typedef enum hsq_snapshot_mode {
+	HSQ_MODE_FULL = 1, /* full-precision KV cache (fp32), zstd-compressed */
+} hsq_snapshot_mode;
+
+/* Write ctx (its tokens and KV cache) to path atomically: a temporary file
+ * in the same directory, fsync, then rename. zstd_level: 1..19 (0 = 3). */
+hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path,
+			     hsq_snapshot_mode mode, int zstd_level);
+
+/* Recreate a context from a snapshot. The model must be the one that wrote
+ * it (HSQ_ERR_MODEL_MISMATCH otherwise). params->n_ctx 0 = model default;
+ * it must hold at least the snapshot's tokens. */
+hsq_status hsq_snapshot_load(const hsq_model *model, const char *path,
+			     const hsq_context_params *params, hsq_context **out);
+
+typedef struct hsq_snapshot_section_info {
+	char name[16];        /* "meta", "tokens", "kv.full", ... */
+	uint64_t offset;      /* bytes from file start */
+	uint64_t size;        /* stored bytes */
+	uint64_t raw_size;    /* bytes after decompression */
+	uint32_t codec;       /* 0 raw, 1 zstd */
+	int checksum_ok;      /* 1 ok, 0 bad, -1 not verified */
+} hsq_snapshot_section_info;
+
+typedef struct hsq_snapshot_info {
+	uint32_t version;
+	uint32_t mode;              /* hsq_snapshot_mode */
+	uint64_t file_size;         /* bytes */
+	char architecture[32];
+	char model_name[128];
+	uint8_t model_identity[32];
+	int n_layer, n_head_kv, head_dim, n_vocab;
+	int n_tokens;               /* tokens in the snapshot */
+	uint64_t kv_bytes_fp16;     /* size of the same KV cache at fp16, bytes */
+	int n_sections;
+	hsq_snapshot_section_info sections[16];
+} hsq_snapshot_info;
+
+/* Read the header and section table (verify != 0: also check every section
+ * checksum, filling checksum_ok; returns HSQ_ERR_CHECKSUM if any is bad).
+ * Needs no model. */
+hsq_status hsq_snapshot_inspect(const char *path, int verify, hsq_snapshot_info *info);
+/* The snapshot's tokens (malloc'ed, hsq_free). */
+hsq_status hsq_snapshot_read_tokens(const char *path, hsq_token **tokens, size_t *n);
+
+/* ------------------------------------------------ KV codecs and evaluation */
+/* HSQ-CODEC-API-BEGIN (owned by the codec work; keep edits inside) */
+/*
+ * Quantizers for K/V vectors behind one interface, and the controlled
+ * study that compares them on synthetic regimes (hsq-eval(1) `codecs`).
+ * Vectors are float32 rows of `dim` values; a codec turns each row into a
+ * fixed number of bytes (hsq_codec_code_bytes), so row i of a batch starts
+ * at codes + i * code_bytes.
+ */
+
+/* ------------------------------------------------------ random streams */
+
+/* The study runs every experiment once per generator: two independent
+ * streams separate a codec difference from the noise of one stream. */
+typedef enum hsq_rng_kind {
+	HSQ_RNG_PCG64 = 1,   /* PCG XSL-RR 128/64 (numpy's PCG64) */
+	HSQ_RNG_MT19937 = 2, /* 32-bit Mersenne Twister (std::mt19937) */
+} hsq_rng_kind;
+
+/* A random stream. Fields are public only so that it can live on the stack;
+ * use the functions below. */
+typedef struct hsq_rng {
+	hsq_rng_kind kind;
+	int have_normal;                     /* cached_normal holds a spare draw */
+	double cached_normal;
+	uint64_t pcg_state_hi, pcg_state_lo; /* PCG64: 128-bit LCG state */
+	uint64_t pcg_inc_hi, pcg_inc_lo;     /* PCG64: stream increment, odd */
+	uint32_t mt[624];                    /* mt19937: state words */
+	int mt_index;                        /* mt19937: next word; 624 = twist */
+} hsq_rng;
+
+/* PCG64: seed and stream are pcg64_srandom_r's initstate and initseq.
+ * mt19937: stream 0 and a seed below 2^32 give the reference seeding
+ * (std::mt19937(seed)); otherwise both are hashed into the 32-bit seed. */
+hsq_status hsq_rng_init(hsq_rng *rng, hsq_rng_kind kind, uint64_t seed, uint64_t stream);
+const char *hsq_rng_name(hsq_rng_kind kind);      /* "pcg64", "mt19937" */
+uint64_t hsq_rng_u64(hsq_rng *rng);
+uint32_t hsq_rng_u32(hsq_rng *rng);
+double hsq_rng_uniform(hsq_rng *rng);             /* [0, 1), 53 random bits */
+uint64_t hsq_rng_below(hsq_rng *rng, uint64_t n); /* uniform on 0..n-1, unbiased */
+double hsq_rng_normal(hsq_rng *rng);              /* N(0, 1), polar method */
+double hsq_rng_student_t(hsq_rng *rng, int nu);   /* Student t with nu > 0 dof */
+
+/* --------------------------------------------- two-sample KS statistics */
+
+typedef struct hsq_ks_result {
+	double d;       /* sup_x |F_a(x) - F_b(x)|, in [0, 1] */
+	double p_value; /* two-sided, H0: both samples from one distribution */
+	int exact;      /* 1: exact lattice-path p-value; 0: asymptotic */
+} hsq_ks_result;
+
+/* Two-sample Kolmogorov-Smirnov test. Exact when na*nb <= 10^6 and the
+ * samples have no ties across them, else Kolmogorov's limit law with
+ * Stephens' small-sample correction. NaNs are refused. */
+hsq_status hsq_ks_2samp(const double *a, size_t na, const double *b, size_t nb,
+			hsq_ks_result *out);
+
+/* ------------------------------------------------------------- codecs */
+
+#define HSQ_CODEC_MIN_DIM 16
+#define HSQ_CODEC_MAX_DIM 256
+
+typedef enum hsq_codec_kind {
+	HSQ_CODEC_PLAIN = 1,  /* per-vector min/max scalar quantizer, no rotation */
+	HSQ_CODEC_TQ = 2,     /* TurboQuant: seeded randomized Hadamard rotation,
+			       * Beta Lloyd-Max codebook, fp16 norm */
+	HSQ_CODEC_TQ_QJL = 3, /* TQ at b-1 bits + 1-bit QJL residual sketch; K only */
+	HSQ_CODEC_SQ = 4,     /* SpectralQuant: calibrated eigenbasis, water-filling */
+	HSQ_CODEC_SQU = 5,    /* SpectralQuant with uniform bits over d_eff */
+} hsq_codec_kind;
+#define HSQ_N_CODEC_KINDS 5
+
+typedef enum hsq_kv_path {
+	HSQ_KV_K = 0, /* keys: scored against queries */
+	HSQ_KV_V = 1, /* values: summed under attention weights */
+} hsq_kv_path;
+
+typedef struct hsq_codec hsq_codec;             /* immutable once made: thread-safe */
+typedef struct hsq_codec_query hsq_codec_query; /* a query prepared for one codec */
+typedef struct hsq_sq_calib hsq_sq_calib;       /* SpectralQuant eigenbasis */
+
+typedef struct hsq_codec_params {
+	hsq_codec_kind kind;
+	int dim;            /* values per vector, HSQ_CODEC_MIN_DIM..HSQ_CODEC_MAX_DIM */
+	int bits;           /* nominal bits per value: plain 1..8, tq 1..4,
+			     * tq-qjl 2..5 (b-1 for the codebook), sq/squ 1..8 */
+	hsq_kv_path path;   /* tq-qjl refuses HSQ_KV_V */
+	uint64_t seed;      /* rotation and sketch seed (tq, tq-qjl) */
+	const hsq_sq_calib *calib; /* sq/squ: this head's basis for this path;
+				    * borrowed, must outlive the codec */
+} hsq_codec_params;
+
+const char *hsq_codec_kind_name(hsq_codec_kind kind); /* "plain", "tq", "tq-qjl", "sq", "squ" */
+/* Accepts the names above, case-insensitively, and "tq-kv"/"tq-qkv"/"plain-kv"/
+ * "sq-kv"/"squ-kv". */
+hsq_status hsq_codec_kind_parse(const char *name, hsq_codec_kind *out);
+
+hsq_status hsq_codec_new(const hsq_codec_params *params, hsq_codec **out);
+void hsq_codec_free(hsq_codec *codec);
+const hsq_codec_params *hsq_codec_get_params(const hsq_codec *codec);
+/* Bytes one encoded vector takes: side data (fp16) and packed indices. */
+size_t hsq_codec_code_bytes(const hsq_codec *codec);
+/* Exact storage per value: 8 * code_bytes / dim, norms and padding
+ * included. Per-head calibration (rotation seed, eigenbasis) is not counted:
+ * it is shared by every token of the head. */
+double hsq_codec_bits_per_value(const hsq_codec *codec);
+
+/* x: n rows of dim floats; codes: n * code_bytes bytes. Non-finite input is
+ * refused (HSQ_ERR_INVALID_ARG) and leaves codes unspecified. */
+hsq_status hsq_codec_encode(const hsq_codec *codec, const float *x, size_t n, uint8_t *codes);
+void hsq_codec_decode(const hsq_codec *codec, const uint8_t *codes, size_t n, float *x);
+
+/* Inner products <q, decode(code_i)> without decoding: the query is rotated
+ * once (into the codec's basis) and turned into look-up tables; each score
+ * is then a sum of table entries indexed by the packed bytes. For tq-qjl the
+ * score is the unbiased QJL estimator. */
+hsq_status hsq_codec_query_new(const hsq_codec *codec, hsq_codec_query **out);
+void hsq_codec_query_set(hsq_codec_query *query, const float *q); /* q: dim floats */
+void hsq_codec_dot(const hsq_codec_query *query, const uint8_t *codes, size_t n, float *scores);
+void hsq_codec_query_free(hsq_codec_query *query);
+
+/* --------------------------------------------- SpectralQuant calibration */
+
+typedef struct hsq_sq_calib_params {
+	double gap_ratio; /* d_eff = argmax_k lambda_k/lambda_{k+1} if that ratio
+			   * is >= gap_ratio, else dim (no gap, no pruning) */
+	int tail_bits;    /* fixed floor for the d - d_eff tail coordinates, 0..4 */
+	int max_bits;     /* cap for one coordinate, 1..8 */
+} hsq_sq_calib_params;
+
+hsq_sq_calib_params hsq_sq_calib_default_params(void); /* 4.0, 1, 8 */
+/* Mean, covariance and its eigenbasis from n sample rows (n >= 2). */
+hsq_status hsq_sq_calibrate(const float *x, size_t n, int dim, const hsq_sq_calib_params *params,
+			    hsq_sq_calib **out);
+void hsq_sq_calib_free(hsq_sq_calib *calib);
+int hsq_sq_calib_dim(const hsq_sq_calib *calib);
+int hsq_sq_calib_deff(const hsq_sq_calib *calib);
+const hsq_sq_calib_params *hsq_sq_calib_get_params(const hsq_sq_calib *calib);
+const double *hsq_sq_calib_eigenvalues(const hsq_sq_calib *calib); /* dim, descending */
+/* Bits each eigen-coordinate gets at nominal `bits` (dim entries). */
+hsq_status hsq_sq_calib_allocation(const hsq_sq_calib *calib, hsq_codec_kind kind, int bits,
+				   uint8_t *alloc);
+/* Versioned little-endian serialization (hsq-eval(1), CALIBRATION FILES).
+ * *buf is malloc'ed (hsq_free). */
+hsq_status hsq_sq_calib_serialize(const hsq_sq_calib *calib, uint8_t **buf, size_t *len);
+hsq_status hsq_sq_calib_deserialize(const uint8_t *buf, size_t len, hsq_sq_calib **out);
+hsq_status hsq_sq_calib_save(const hsq_sq_calib *calib, const char *path); /* atomic */
+hsq_status hsq_sq_calib_load(const char *path, hsq_sq_calib **out);
+
+/* ---------------------------------------------------- synthetic regimes */
+
+typedef enum hsq_regime {
+	HSQ_REGIME_ISOTROPIC = 0,     /* N(0, I) */
+	HSQ_REGIME_HEAVY_TAIL = 1,    /* iid Student t (nu = 3), unit variance */
+	HSQ_REGIME_LOW_RANK = 2,      /* rank 8 + noise, K and V in independent subspaces */
+	HSQ_REGIME_KV_ALIGNED = 3,    /* rank 8 + noise, K and V share a subspace */
+	HSQ_REGIME_KV_MISALIGNED = 4, /* rank 8 + noise, K and V orthogonal subspaces */
+	HSQ_REGIME_DECAY_FAST = 5,    /* eigenvalues 0.9^i in a random basis */
+	HSQ_REGIME_DECAY_SLOW = 6,    /* eigenvalues 0.99^i in a random basis */
+	HSQ_REGIME_SHIFT = 7,         /* calibration and test subspaces differ */
+} hsq_regime;
+#define HSQ_N_REGIMES 8
+
+const char *hsq_regime_name(hsq_regime regime); /* "isotropic", "heavy-tail", ... */
+const char *hsq_regime_description(hsq_regime regime);
+hsq_status hsq_regime_parse(const char *name, hsq_regime *out);
+
+typedef struct hsq_regime_shape {
+	int dim;          /* values per vector */
+	int n_calib;      /* calibration rows per path (K and V separately) */
+	int n_test;       /* test tokens */
+	int n_query;      /* queries */
+	double score_std; /* queries are scaled so q.k/sqrt(dim) has this std */
+} hsq_regime_shape;
+
+typedef struct hsq_regime_data {
+	hsq_regime_shape shape;
+	float *k_calib, *v_calib; /* n_calib x dim each */
+	float *k, *v;             /* n_test x dim each */
+	float *q;                 /* n_query x dim */
+} hsq_regime_data;
+
+hsq_regime_shape hsq_regime_default_shape(void); /* 128, 512, 256, 16, 2.5 */
+/* Draws one instance of the regime from rng (the generators are fixed and
+ * documented in hsq-eval(1)). Free with hsq_regime_data_free. */
+hsq_status hsq_regime_generate(hsq_regime regime, const hsq_regime_shape *shape, hsq_rng *rng,
+			       hsq_regime_data *out);
+void hsq_regime_data_free(hsq_regime_data *data);
+
+/* -------------------------------------------------------------- metrics */
+
+typedef enum hsq_metric {
+	HSQ_METRIC_RELMSE = 0,     /* sum |x - x^|^2 / sum |x|^2 over K and V rows */
+	HSQ_METRIC_DIR_ERR = 1,    /* 1 - mean cos(x, x^) over K and V rows */
+	HSQ_METRIC_D2 = 2,         /* relmse^2 + (2 dir_err)^2: the 2D error */
+	HSQ_METRIC_RELMSE_K = 3,   /* relmse of the keys alone */
+	HSQ_METRIC_RELMSE_V = 4,   /* relmse of the values alone */
+	HSQ_METRIC_ATTN_ERR = 5,   /* relative squared error of softmax(qK^T/sqrt d)V,
+				    * K scored by the codec, V decoded */
+	HSQ_METRIC_ATTN_ERR_K = 6, /* same with only K quantized */
+	HSQ_METRIC_ATTN_ERR_V = 7, /* same with only V quantized */
+	HSQ_METRIC_SCORE_BIAS = 8, /* slope of codec score on exact score, minus 1 */
+	HSQ_METRIC_SCORE_VAR = 9,  /* variance of the score error about that slope,
+				    * over the variance of the exact scores */
+} hsq_metric;
+#define HSQ_N_METRICS 10
+const char *hsq_metric_name(hsq_metric metric); /* "relmse", "dir_err", "d2", ... */
+hsq_status hsq_metric_parse(const char *name, hsq_metric *out);
+
+/* Runs codec_k on the keys (scores through hsq_codec_dot) and codec_v on the
+ * values (decoded) of one regime instance and fills values[HSQ_N_METRICS]. */
+hsq_status hsq_codec_measure(const hsq_codec *codec_k, const hsq_codec *codec_v,
+			     const hsq_regime_data *data, double *values);
+
+/* ----------------------------------------------------------- the study */
+
+typedef struct hsq_study_params {
+	int n_seeds;              /* seeds per cell and stream (default 200) */
+	uint64_t base_seed;       /* seed s of regime r draws from (base, r, s) */
+	hsq_regime_shape shape;
+	int n_regimes;
+	hsq_regime regimes[HSQ_N_REGIMES];
+	int n_codecs;
+	hsq_codec_kind codecs[HSQ_N_CODEC_KINDS];
+	int n_bits;
+	int bits[8];              /* nominal bits per value, e.g. 2, 3, 4 */
+	int n_streams;            /* 1 or 2 */
+	hsq_rng_kind streams[2];  /* default pcg64, mt19937 */
+	hsq_sq_calib_params calib;
+	int joint_calib;          /* 1: one SQ basis from K and V pooled */
+	int n_threads;            /* 0: all online cores */
+} hsq_study_params;
+
+hsq_study_params hsq_study_default_params(void);
+
+typedef struct hsq_study hsq_study;
+/* Runs regimes x codecs x bits x streams x seeds. The result does not depend
+ * on n_threads. */
+hsq_status hsq_study_run(const hsq_study_params *params, hsq_study **out);
+void hsq_study_free(hsq_study *study);
+const hsq_study_params *hsq_study_get_params(const hsq_study *study);
+/* n_seeds samples of one metric for one cell (indices into the params'
+ * arrays), or NULL if an index is out of range. */
+const double *hsq_study_samples(const hsq_study *study, int stream, int regime, int codec,
+				int bits, hsq_metric metric);
+/* Exact bits per value of the cell (mean over seeds: SpectralQuant may
+ * leave bits unused when every head coordinate reached max_bits). */
+double hsq_study_bits_per_value(const hsq_study *study, int stream, int regime, int codec,
+				int bits);
+/* Mean d_eff of the K-path calibration of a regime (0 if SQ was not run). */
+double hsq_study_mean_deff(const hsq_study *study, int stream, int regime);
+
+typedef struct hsq_summary {
+	size_t n;
+	double mean, sd;
+	double ci_lo, ci_hi; /* 95% Student t interval for the mean */
+} hsq_summary;
+void hsq_summarize(const double *x, size_t n, hsq_summary *out);
+
+/* The seed's findings, checked on a finished study. */
+typedef struct hsq_finding {
+	const char *id;      /* short name, e.g. "heavy-tail-sq-fails" */
+	const char *claim;   /* the seed's claim, one line */
+	int verdict;         /* 1 held, 0 did not hold, -1 not evaluable here */
+	char evidence[768];  /* the numbers behind the verdict, one line */
+} hsq_finding;
+#define HSQ_N_FINDINGS 7
+/* Fills findings[HSQ_N_FINDINGS] from one stream of the study. Needs the
+ * regimes, codecs and bits each finding mentions; others give verdict -1. */
+hsq_status hsq_study_findings(const hsq_study *study, int stream, hsq_finding *findings);
+
+/* HSQ-CODEC-API-END */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

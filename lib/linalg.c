@@ -1,0 +1,218 @@
+/* linalg.c - symmetric eigen-decomposition and Gram-Schmidt (see linalg.h). */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "linalg.h"
+
+/* a (n x n, overwritten) -> diag, off (tridiagonal T, off[i] couples i and
+ * i+1) and z (n x n) whose row i is the eigenvector of diag[i].
+ * Scratch: v and p, n doubles each, and p + n, n more (reflector betas).
+ * Split out so that the public entry owns every allocation. */
+static void eigen_work(double *a, int n, double *diag, double *off, double *z, double *v,
+		       double *p)
+{
+	double *betas = p + n; /* n entries */
+	memset(betas, 0, sizeof(double) * (size_t)n);
+	/* Tridiagonalise, recording reflectors (v_k stored in column k below
+	 * the subdiagonal) and their beta. */
+	for (int k = 0; k < n - 2; k++) {
+		int m = n - k - 1;
+		double norm2 = 0.0;
+		for (int i = 0; i < m; i++) {
+			v[i] = a[(size_t)(k + 1 + i) * n + k];
+			norm2 += v[i] * v[i];
+		}
+		double tail2 = norm2 - v[0] * v[0];
+		if (tail2 <= 0.0) {
+			off[k] = v[0];
+			betas[k] = 0.0;
+			continue;
+		}
+		double norm = sqrt(norm2);
+		double alpha = v[0] >= 0.0 ? -norm : norm;
+		v[0] -= alpha;
+		double vv = v[0] * v[0] + tail2;
+		double beta = 2.0 / vv;
+		double vp = 0.0;
+		for (int i = 0; i < m; i++) {
+			const double *row = a + (size_t)(k + 1 + i) * n + k + 1;
+			double s = 0.0;
+			for (int j = 0; j < m; j++)
+				s += row[j] * v[j];
+			p[i] = beta * s;
+			vp += v[i] * p[i];
+		}
+		double kk = 0.5 * beta * vp;
+		for (int i = 0; i < m; i++)
+			p[i] -= kk * v[i];
+		for (int i = 0; i < m; i++) {
+			double *row = a + (size_t)(k + 1 + i) * n + k + 1;
+			for (int j = 0; j < m; j++)
+				row[j] -= v[i] * p[j] + p[i] * v[j];
+		}
+		off[k] = alpha;
+		for (int i = 0; i < m; i++)
+			a[(size_t)(k + 1 + i) * n + k] = v[i];
+		betas[k] = beta;
+	}
+	for (int i = 0; i < n; i++)
+		diag[i] = a[(size_t)i * n + i];
+	if (n >= 2)
+		off[n - 2] = a[(size_t)(n - 1) * n + n - 2];
+
+	/* z = Q^T where Q = H_0 ... H_{n-3}, so that the QL rotations below
+	 * act on contiguous rows: z = I H_{n-3} ... H_0, each right product
+	 * touching columns k+1.. of rows k+1.. only (the rest is identity). */
+	memset(z, 0, sizeof(double) * (size_t)n * n);
+	for (int i = 0; i < n; i++)
+		z[(size_t)i * n + i] = 1.0;
+	for (int k = n - 3; k >= 0; k--) {
+		if (betas[k] == 0.0)
+			continue;
+		int m = n - k - 1;
+		for (int i = 0; i < m; i++)
+			v[i] = a[(size_t)(k + 1 + i) * n + k];
+		for (int r = k + 1; r < n; r++) {
+			double *row = z + (size_t)r * n + k + 1;
+			double s = 0.0;
+			for (int i = 0; i < m; i++)
+				s += row[i] * v[i];
+			s *= betas[k];
+			for (int i = 0; i < m; i++)
+				row[i] -= s * v[i];
+		}
+	}
+
+	/* Implicit QL on the tridiagonal (diag, off), rotating the rows of z
+	 * so that row i ends as the eigenvector of diag[i]. */
+	for (int l = 0; l < n; l++) {
+		for (int iter = 0; iter < 60; iter++) {
+			int m = l;
+			for (; m < n - 1; m++) {
+				double scale = fabs(diag[m]) + fabs(diag[m + 1]);
+				if (fabs(off[m]) <= DBL_EPSILON * scale)
+					break;
+			}
+			if (m == l)
+				break;
+			/* Shift from the 2x2 block at l (Wilkinson). */
+			double g = (diag[l + 1] - diag[l]) / (2.0 * off[l]);
+			double r = hypot(g, 1.0);
+			g = diag[m] - diag[l] + off[l] / (g + copysign(r, g));
+			double s = 1.0, c = 1.0, shift = 0.0;
+			int i;
+			int deflated = 0;
+			for (i = m - 1; i >= l; i--) {
+				double f = s * off[i], b = c * off[i];
+				r = hypot(f, g);
+				off[i + 1] = r;
+				if (r == 0.0) {
+					diag[i + 1] -= shift;
+					off[m] = 0.0;
+					deflated = 1;
+					break;
+				}
+				s = f / r;
+				c = g / r;
+				g = diag[i + 1] - shift;
+				r = (diag[i] - g) * s + 2.0 * c * b;
+				shift = s * r;
+				diag[i + 1] = g + shift;
+				g = c * r - b;
+				double *zi = z + (size_t)i * n, *zi1 = zi + n;
+				for (int k = 0; k < n; k++) {
+					double zk1 = zi1[k], zk = zi[k];
+					zi1[k] = s * zk + c * zk1;
+					zi[k] = c * zk - s * zk1;
+				}
+			}
+			if (deflated)
+				continue;
+			diag[l] -= shift;
+			off[l] = g;
+			off[m] = 0.0;
+		}
+	}
+}
+
+hsq_status hsq_sym_eigen(const double *a_in, int n, double *eval, double *evec)
+{
+	hsq_status st = HSQ_OK;
+	double *a = NULL, *z = NULL, *work = NULL;
+	int *order = NULL;
+	if (n < 1)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "eigen: matrix size %d must be positive", n);
+	size_t nn = (size_t)n * n;
+	a = malloc(sizeof(double) * nn);
+	z = malloc(sizeof(double) * nn);
+	work = malloc(sizeof(double) * (size_t)(5 * n + 2));
+	order = malloc(sizeof(int) * (size_t)n);
+	if (!a || !z || !work || !order) {
+		st = hsq_fail(HSQ_ERR_NOMEM, "eigen: out of memory for a %dx%d matrix", n, n);
+		goto cleanup;
+	}
+	for (size_t i = 0; i < nn; i++) {
+		if (!isfinite(a_in[i])) {
+			st = hsq_fail(HSQ_ERR_INVALID_ARG, "eigen: matrix entry %zu is not finite", i);
+			goto cleanup;
+		}
+	}
+	memcpy(a, a_in, sizeof(double) * nn);
+	double *diag = work, *off = work + n, *v = work + 2 * n, *p = work + 3 * n;
+	memset(off, 0, sizeof(double) * (size_t)n);
+	eigen_work(a, n, diag, off, z, v, p);
+	/* Sort descending (insertion sort on indices: n is small). */
+	for (int i = 0; i < n; i++)
+		order[i] = i;
+	for (int i = 1; i < n; i++) {
+		int t = order[i], j = i;
+		while (j > 0 && diag[order[j - 1]] < diag[t]) {
+			order[j] = order[j - 1];
+			j--;
+		}
+		order[j] = t;
+	}
+	for (int i = 0; i < n; i++) {
+		eval[i] = diag[order[i]];
+		memcpy(evec + (size_t)i * n, z + (size_t)order[i] * n, sizeof(double) * (size_t)n);
+	}
+cleanup:
+	free(a);
+	free(z);
+	free(work);
+	free(order);
+	return st;
+}
+
+hsq_status hsq_orthonormalize_rows(double *q, int k, int n)
+{
+	for (int i = 0; i < k; i++) {
+		double *qi = q + (size_t)i * n;
+		double before = 0.0;
+		for (int t = 0; t < n; t++)
+			before += qi[t] * qi[t];
+		for (int pass = 0; pass < 2; pass++) {
+			for (int j = 0; j < i; j++) {
+				const double *qj = q + (size_t)j * n;
+				double dot = 0.0;
+				for (int t = 0; t < n; t++)
+					dot += qi[t] * qj[t];
+				for (int t = 0; t < n; t++)
+					qi[t] -= dot * qj[t];
+			}
+		}
+		double norm2 = 0.0;
+		for (int t = 0; t < n; t++)
+			norm2 += qi[t] * qi[t];
+		if (!(norm2 > 1e-20 * before) || norm2 == 0.0)
+			return hsq_fail(HSQ_ERR_INVALID_ARG,
+					"orthonormalize: row %d is linearly dependent on the previous rows", i);
+		double inv = 1.0 / sqrt(norm2);
+		for (int t = 0; t < n; t++)
+			qi[t] *= inv;
+	}
+	return HSQ_OK;
+}

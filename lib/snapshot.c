@@ -181,8 +181,8 @@ static int known_section(const char *name)
 	return !strcmp(name, "meta") || !strcmp(name, "tokens") || !strcmp(name, "kv.full");
 }
 
-static hsq_status parse_entry(const snap_reader *r, uint32_t i, const uint8_t *e, uint64_t data_start,
-			      snap_section *s)
+static hsq_status parse_entry(const snap_reader *r, uint32_t i, const uint8_t *e, uint64_t header_size,
+			      uint64_t table_off, uint64_t table_end, snap_section *s)
 {
 	/* Name: 1..15 bytes of [a-z0-9._-], then NUL padding. */
 	size_t len = 0;
@@ -215,9 +215,12 @@ static hsq_status parse_entry(const snap_reader *r, uint32_t i, const uint8_t *e
 	    s->offset % ((uint64_t)1 << s->align_log2))
 		return hsq_fail(HSQ_ERR_FORMAT, "%s: section '%s' offset %llu is not aligned to 2^%u bytes; the file is damaged",
 				r->path, s->name, (unsigned long long)s->offset, s->align_log2);
-	if (s->offset < data_start || s->offset > r->file_size || s->stored > r->file_size - s->offset)
+	/* Inside the file, clear of the header and of the table (which a
+	 * writer may put before or after the sections). */
+	if (s->offset < header_size || s->offset > r->file_size || s->stored > r->file_size - s->offset ||
+	    (s->stored && s->offset < table_end && table_off < s->offset + s->stored))
 		return hsq_fail(HSQ_ERR_FORMAT,
-				"%s: section '%s' (%llu bytes at offset %llu) lies outside the file's %llu data bytes; the file is damaged",
+				"%s: section '%s' (%llu bytes at offset %llu) overlaps the header or the section table, or lies outside the file's %llu bytes; the file is damaged",
 				r->path, s->name, (unsigned long long)s->stored, (unsigned long long)s->offset,
 				(unsigned long long)r->file_size);
 	if ((s->flags & SNAP_SECTION_REQUIRED) && !known_section(s->name))
@@ -416,11 +419,9 @@ static hsq_status reader_open(snap_reader *r, const char *path)
 	copy_printable(r->arch, sizeof r->arch, hdr + SNAP_H_ARCH, SNAP_ARCH_LEN);
 	copy_printable(r->name, sizeof r->name, hdr + SNAP_H_NAME, SNAP_NAME_LEN);
 
-	uint64_t data_start = table_off + table_bytes;
-	if (data_start < header_size)
-		data_start = header_size;
 	for (uint32_t i = 0; i < r->n_sections; i++)
-		if ((st = parse_entry(r, i, hdr + header_size + (size_t)i * entry_size, data_start, &r->sections[i])))
+		if ((st = parse_entry(r, i, hdr + header_size + (size_t)i * entry_size, header_size, table_off,
+					 table_off + table_bytes, &r->sections[i])))
 			goto fail;
 	for (uint32_t i = 0; i < r->n_sections; i++) {
 		const snap_section *a = &r->sections[i];
@@ -474,6 +475,8 @@ static void shuffle4(uint8_t *dst, const uint8_t *src, size_t n)
 		for (size_t j = 0; j < 4; j++)
 			dst[j * m + i] = src[4 * i + j];
 }
+
+static hsq_status section_crc(const snap_reader *r, const snap_section *s, uint32_t *out);
 
 /* Receives decoded bytes in order: raw_off is their position in the
  * section's raw content. n is a multiple of 4 whenever raw_off, the
@@ -664,6 +667,18 @@ static hsq_status section_stream(const snap_reader *r, const snap_section *s, si
 	if (crc != s->crc)
 		st = checksum_error(r, s, crc);
 done:
+	/* Damage usually shows first as undecodable data: when the stored
+	 * bytes do not match their checksum, say so, since that is the cause. */
+	if (st == HSQ_ERR_FORMAT) {
+		uint32_t full;
+		hsq_status saved = st;
+		char msg[512];
+		snprintf(msg, sizeof msg, "%s", hsq_last_error());
+		if (section_crc(r, s, &full) == HSQ_OK && full != s->crc)
+			st = checksum_error(r, s, full);
+		else
+			st = hsq_fail(saved, "%s", msg);
+	}
 	free(in);
 	free(out);
 	free(tmp);

@@ -9,7 +9,7 @@ BUILD     = build
 MODEL_DIR ?= $(HOME)/.local/share/hsq/models
 MODEL     ?= $(MODEL_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
 
-WARN      = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+WARN      = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter -Werror=implicit-function-declaration
 BASE_CFLAGS = -std=gnu11 -fPIC -D_GNU_SOURCE -Ilib $(WARN) $(OPENBLAS_CFLAGS) -DHSQ_PREFIX='"$(PREFIX)"'
 LIBS      = -lzstd -lpcre2-8 -lutf8proc -lm -lpthread
 ifeq ($(HAVE_OPENBLAS),yes)

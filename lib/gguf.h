@@ -86,7 +86,8 @@ hsq_status gguf_str_array(const gguf_file *f, const char *key, gguf_str_iter *it
 int gguf_str_next(gguf_str_iter *it, gguf_str *out);
 
 /* Numeric array: pointer to raw little-endian elements of the given type
- * (checked), and count. */
+ * (checked), and count. Elements are NOT aligned (metadata is packed):
+ * read them with memcpy. */
 hsq_status gguf_num_array(const gguf_file *f, const char *key, uint32_t want_type,
 			  const void **data, uint64_t *n);
 

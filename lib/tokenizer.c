@@ -82,6 +82,12 @@ static const char *const pre_regexes[][MAX_REGEX + 1] = {
 	[PRE_QWEN2] = {RE_QWEN2, NULL},
 };
 
+/* A slot of the string table; the hash spares most text comparisons. */
+typedef struct str_slot {
+	uint32_t id1;  /* interned id + 1; 0 = empty */
+	uint32_t hash; /* hash_bytes of the text */
+} str_slot;
+
 /* A merge: the pair (left, right) of interned ids becomes `result`. */
 typedef struct merge_slot {
 	uint32_t left, right;
@@ -97,7 +103,7 @@ struct hsq_tokenizer {
 	uint32_t *str_off, *str_len;
 	char *pool;
 	size_t pool_len, pool_cap;
-	uint32_t *str_slots; /* open addressing: id + 1, 0 = empty */
+	str_slot *str_slots; /* open addressing, at most half full */
 	uint32_t str_mask;
 	merge_slot *merges;
 	uint32_t merge_mask;
@@ -142,12 +148,13 @@ static uint32_t hash_pair(uint32_t a, uint32_t b)
 
 static int32_t str_lookup(const hsq_tokenizer *t, const char *s, size_t n)
 {
-	for (uint32_t i = hash_bytes(s, n) & t->str_mask;; i = (i + 1) & t->str_mask) {
-		uint32_t v = t->str_slots[i];
-		if (!v)
+	uint32_t h = hash_bytes(s, n);
+	for (uint32_t i = h & t->str_mask;; i = (i + 1) & t->str_mask) {
+		const str_slot *sl = &t->str_slots[i];
+		if (!sl->id1)
 			return -1;
-		v--;
-		if (t->str_len[v] == n && memcmp(t->pool + t->str_off[v], s, n) == 0)
+		uint32_t v = sl->id1 - 1;
+		if (sl->hash == h && t->str_len[v] == n && memcmp(t->pool + t->str_off[v], s, n) == 0)
 			return (int32_t)v;
 	}
 }
@@ -175,17 +182,58 @@ static hsq_status pool_add(hsq_tokenizer *t, uint32_t id, const char *s, size_t 
 	return HSQ_OK;
 }
 
+/* Makes room for one more string: the id arrays grow by doubling, the
+ * table doubles and rehashes when it would pass half full. */
+static hsq_status str_reserve(hsq_tokenizer *t)
+{
+	if (t->n_str + 1 > t->cap_str) {
+		uint32_t cap = t->cap_str ? 2 * t->cap_str : 1024;
+		uint32_t *off = realloc(t->str_off, sizeof *off * cap);
+		if (off)
+			t->str_off = off;
+		uint32_t *len = realloc(t->str_len, sizeof *len * cap);
+		if (len)
+			t->str_len = len;
+		if (!off || !len)
+			return hsq_fail(HSQ_ERR_NOMEM, "out of memory building the tokenizer");
+		t->cap_str = cap;
+	}
+	if (2 * ((uint64_t)t->n_str + 1) > (uint64_t)t->str_mask + 1 || !t->str_slots) {
+		uint32_t cap = t->str_slots ? 2 * (t->str_mask + 1) : 1024;
+		str_slot *sl = calloc(cap, sizeof *sl);
+		if (!sl)
+			return hsq_fail(HSQ_ERR_NOMEM, "out of memory building the tokenizer");
+		for (uint32_t k = 0; t->str_slots && k <= t->str_mask; k++) {
+			str_slot o = t->str_slots[k];
+			if (!o.id1)
+				continue;
+			uint32_t i = o.hash & (cap - 1);
+			while (sl[i].id1)
+				i = (i + 1) & (cap - 1);
+			sl[i] = o;
+		}
+		free(t->str_slots);
+		t->str_slots = sl;
+		t->str_mask = cap - 1;
+	}
+	return HSQ_OK;
+}
+
 /* Interns s. For tokens (as_token) the slot is repointed to the newest id,
  * because llama.cpp's token_to_id keeps the last duplicate. */
 static hsq_status str_intern(hsq_tokenizer *t, const char *s, size_t n, int as_token, uint32_t *id)
 {
-	uint32_t i = hash_bytes(s, n) & t->str_mask;
+	uint32_t h = hash_bytes(s, n);
+	hsq_status st = str_reserve(t);
+	if (st)
+		return st;
+	uint32_t i = h & t->str_mask;
 	for (;; i = (i + 1) & t->str_mask) {
-		uint32_t v = t->str_slots[i];
-		if (!v)
+		str_slot *sl = &t->str_slots[i];
+		if (!sl->id1)
 			break;
-		v--;
-		if (t->str_len[v] == n && memcmp(t->pool + t->str_off[v], s, n) == 0) {
+		uint32_t v = sl->id1 - 1;
+		if (sl->hash == h && t->str_len[v] == n && memcmp(t->pool + t->str_off[v], s, n) == 0) {
 			if (!as_token) {
 				*id = v;
 				return HSQ_OK;
@@ -193,13 +241,11 @@ static hsq_status str_intern(hsq_tokenizer *t, const char *s, size_t n, int as_t
 			break;
 		}
 	}
-	if (t->n_str >= t->cap_str)
-		return hsq_fail(HSQ_ERR_INTERNAL, "tokenizer string table overflow; please report");
-	uint32_t nid = t->n_str++;
-	hsq_status st = pool_add(t, nid, s, n);
-	if (st)
+	uint32_t nid = t->n_str;
+	if ((st = pool_add(t, nid, s, n)))
 		return st;
-	t->str_slots[i] = nid + 1;
+	t->n_str++;
+	t->str_slots[i] = (str_slot){nid + 1, h};
 	*id = nid;
 	return HSQ_OK;
 }
@@ -234,6 +280,14 @@ static int tok_is(const hsq_tokenizer *t, int32_t id, const char *z)
 {
 	size_t n = strlen(z);
 	return t->str_len[id] == n && memcmp(tok_text(t, id), z, n) == 0;
+}
+
+/* Every name classify_specials looks for starts with '<', '[', '_' or
+ * U+2581 and is short: this skips ordinary tokens cheaply. */
+static int name_candidate(const hsq_tokenizer *t, int32_t id)
+{
+	unsigned char c = (unsigned char)tok_text(t, id)[0];
+	return t->str_len[id] <= 40 && (c == '<' || c == '[' || c == '_' || c == 0xe2);
 }
 
 static int tok_is_any(const hsq_tokenizer *t, int32_t id, const char *const *list)
@@ -427,7 +481,7 @@ static void classify_specials(hsq_tokenizer *t, hsq_token eot, hsq_token eom, hs
 	 * the lowest id, which agrees whenever only one candidate exists. Only
 	 * the canonical id of a duplicated text is visible, as in token_to_id. */
 	for (int32_t id = 0; id < n; id++) {
-		if (str_lookup(t, tok_text(t, id), t->str_len[id]) != id)
+		if (!name_candidate(t, id) || str_lookup(t, tok_text(t, id), t->str_len[id]) != id)
 			continue;
 		if (eot < 0 && tok_is_any(t, id, eot_names)) {
 			eot = id;
@@ -453,7 +507,7 @@ static void classify_specials(hsq_tokenizer *t, hsq_token eot, hsq_token eom, hs
 		if (fim[k] >= 0)
 			t->eog[fim[k]] = 1;
 	for (int32_t id = 0; id < n; id++) {
-		if (str_lookup(t, tok_text(t, id), t->str_len[id]) != id)
+		if (!name_candidate(t, id) || str_lookup(t, tok_text(t, id), t->str_len[id]) != id)
 			continue;
 		if (tok_is_any(t, id, eog_names)) {
 			t->eog[id] = 1;
@@ -784,8 +838,7 @@ hsq_status tokenizer_load(const gguf_file *f, hsq_tokenizer **out)
 		t->add_bos = 1;
 	}
 
-	/* Size the intern tables: every token, plus up to three strings per
-	 * merge, at a load factor of at most one half. */
+	/* Size the merge table for a load factor of at most one half. */
 	kv = gguf_find(f, "tokenizer.ggml.tokens");
 	if (kv && kv->type == GGUF_TYPE_ARRAY)
 		n_tok_arr = kv->arr_len;
@@ -806,14 +859,9 @@ hsq_status tokenizer_load(const gguf_file *f, hsq_tokenizer **out)
 			      (unsigned long long)n_tok_arr, (unsigned long long)n_merges, MAX_VOCAB);
 		goto fail;
 	}
-	t->cap_str = (uint32_t)(n_tok_arr + 3 * n_merges);
-	t->str_mask = pow2_at_least(2 * (uint64_t)t->cap_str) - 1;
 	t->merge_mask = pow2_at_least(2 * n_merges) - 1;
-	t->str_off = malloc(sizeof *t->str_off * (t->cap_str + 1));
-	t->str_len = malloc(sizeof *t->str_len * (t->cap_str + 1));
-	t->str_slots = calloc((size_t)t->str_mask + 1, sizeof *t->str_slots);
 	t->merges = malloc(sizeof *t->merges * ((size_t)t->merge_mask + 1));
-	if (!t->str_off || !t->str_len || !t->str_slots || !t->merges)
+	if (!t->merges)
 		goto nomem;
 	for (size_t i = 0; i <= t->merge_mask; i++)
 		t->merges[i].rank = UINT32_MAX;

@@ -96,8 +96,9 @@ hsq_token hsq_sampler_sample(hsq_sampler *s, const float *logits, int n_vocab)
 		n = s->p.top_k;
 	/* softmax at temperature over the kept candidates (sorted, so c[0] is max) */
 	double sum = 0;
+	float max = c[0].logit;
 	for (int i = 0; i < n; i++) {
-		c[i].logit = expf((c[i].logit - c[0].logit) / s->p.temperature);
+		c[i].logit = expf((c[i].logit - max) / s->p.temperature);
 		sum += c[i].logit;
 	}
 	if (s->p.top_p < 1.0f) {

@@ -627,7 +627,7 @@ Test(snapshot, header_checks, .timeout = 300)
 	b[0] = 'G';
 	LOAD_EXPECT(HSQ_ERR_FORMAT, "not an hsq snapshot");
 	RESET();
-	b[5] = '\n'; /* "\r\n" became "\n\n": a text-mode transfer */
+	b[4] = '\n'; /* "\r\n" became "\n\n": a text-mode transfer */
 	LOAD_EXPECT(HSQ_ERR_FORMAT, "bad magic");
 	RESET();
 	wr16(b + SNAP_H_VERSION_MAJOR, 2);

@@ -1,0 +1,169 @@
+/* test_forward.c - the CPU backend kernels against naive double-precision
+ * references, and the batch invariance that snapshot resume relies on. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "ggml_types.h"
+#include "hsq.h"
+
+static float frand(unsigned *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return ((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+Test(backend, matmul_matches_naive_for_every_batch_shape)
+{
+	hsq_backend *be;
+	cr_assert_eq(backend_cpu_new(2, &be), HSQ_OK);
+	hsq_model fake = { 0 };
+	fake.info.n_embd = 80; fake.info.n_ff = 80; fake.info.n_head = 1; fake.info.head_dim = 80;
+	cr_assert_eq(be->ops->prepare(be, &fake, 16), HSQ_OK);
+	enum { ROWS = 37, COLS = 80, MAXB = 9 }; /* odd sizes hit every tail path */
+	unsigned s = 1;
+	float *w = malloc(ROWS * COLS * 4), *x = malloc(MAXB * COLS * 4);
+	float *y = malloc(MAXB * ROWS * 4), *y1 = malloc(ROWS * 4);
+	for (int i = 0; i < ROWS * COLS; i++) w[i] = frand(&s);
+	for (int i = 0; i < MAXB * COLS; i++) x[i] = frand(&s);
+	hsq_weight W = { (const uint8_t *)w, GGML_TYPE_F32, ROWS, COLS, COLS * 4 };
+	for (int b = 1; b <= MAXB; b++) {
+		be->ops->matmul(be, &W, x, b, y);
+		for (int t = 0; t < b; t++) {
+			be->ops->matmul(be, &W, x + t * COLS, 1, y1);
+			for (int r = 0; r < ROWS; r++) {
+				double ref = 0;
+				for (int k = 0; k < COLS; k++) ref += (double)w[r * COLS + k] * x[t * COLS + k];
+				cr_assert(fabs(y[t * ROWS + r] - ref) <= 1e-5 * (1 + fabs(ref)), "b=%d t=%d r=%d", b, t, r);
+				/* batch invariance: bitwise equal to the single-token result */
+				cr_assert(memcmp(&y[t * ROWS + r], &y1[r], 4) == 0, "b=%d t=%d r=%d not batch-invariant", b, t, r);
+			}
+		}
+	}
+	be->ops->destroy(be);
+	free(w); free(x); free(y); free(y1);
+}
+
+Test(backend, attention_matches_naive_causal_gqa)
+{
+	hsq_backend *be;
+	cr_assert_eq(backend_cpu_new(2, &be), HSQ_OK);
+	enum { NH = 4, NKV = 2, HD = 24, NT = 7 };
+	hsq_model fake = { 0 };
+	fake.info.n_embd = NH * HD; fake.info.n_ff = NH * HD; fake.info.n_head = NH; fake.info.head_dim = HD;
+	cr_assert_eq(be->ops->prepare(be, &fake, NT), HSQ_OK);
+	unsigned s = 7;
+	float q[NT * NH * HD], k[NT * NKV * HD], v[NT * NKV * HD], out[NT * NH * HD];
+	int pos[NT];
+	for (int i = 0; i < NT * NH * HD; i++) q[i] = frand(&s) * 2;
+	for (int i = 0; i < NT * NKV * HD; i++) { k[i] = frand(&s) * 2; v[i] = frand(&s); }
+	for (int t = 0; t < NT; t++) pos[t] = t;
+	be->ops->attention(be, q, k, v, pos, NT, NH, NKV, HD, out);
+	for (int t = 0; t < NT; t++)
+		for (int h = 0; h < NH; h++) {
+			int g = h / (NH / NKV);
+			double sc[NT], mx = -1e300, sum = 0;
+			for (int p = 0; p <= t; p++) {
+				double d = 0;
+				for (int i = 0; i < HD; i++) d += (double)q[(t * NH + h) * HD + i] * k[(p * NKV + g) * HD + i];
+				sc[p] = d / sqrt(HD);
+				mx = fmax(mx, sc[p]);
+			}
+			for (int p = 0; p <= t; p++) { sc[p] = exp(sc[p] - mx); sum += sc[p]; }
+			for (int i = 0; i < HD; i++) {
+				double o = 0;
+				for (int p = 0; p <= t; p++) o += sc[p] / sum * v[(p * NKV + g) * HD + i];
+				cr_assert(fabs(out[(t * NH + h) * HD + i] - o) < 1e-5, "t=%d h=%d i=%d: %g vs %g", t, h, i,
+					  out[(t * NH + h) * HD + i], o);
+			}
+		}
+	be->ops->destroy(be);
+}
+
+Test(backend, rope_rotates_pairs_by_position)
+{
+	hsq_backend *be;
+	cr_assert_eq(backend_cpu_new(1, &be), HSQ_OK);
+	float x[2 * 8];
+	int pos[2] = { 0, 3 };
+	for (int i = 0; i < 16; i++) x[i] = (float)(i % 8 + 1);
+	be->ops->rope(be, x, pos, 2, 1, 8, 10000.0f);
+	for (int i = 0; i < 8; i++)
+		cr_expect_float_eq(x[i], (float)(i + 1), 1e-6, "position 0 is the identity");
+	for (int i = 0; i < 8; i += 2) {
+		double th = 3 * pow(10000.0, -(double)i / 8), a = i + 1, b = i + 2;
+		cr_expect(fabs(x[8 + i] - (a * cos(th) - b * sin(th))) < 1e-5);
+		cr_expect(fabs(x[8 + i + 1] - (a * sin(th) + b * cos(th))) < 1e-5);
+	}
+	be->ops->destroy(be);
+}
+
+static const char *model_path(void)
+{
+	const char *m = getenv("HSQ_TEST_MODEL");
+	if (!m || access(m, R_OK)) {
+		printf("SKIP: model-based forward tests (HSQ_TEST_MODEL not set or missing)\n");
+		return NULL;
+	}
+	return m;
+}
+
+/* Logits of a token do not depend on how the sequence was split into
+ * eval calls or on the thread count: bitwise equal. */
+Test(forward, split_and_threads_do_not_change_logits, .timeout = 300)
+{
+	const char *m = model_path();
+	if (!m)
+		cr_skip_test("no model");
+	hsq_model *model;
+	cr_assert_eq(hsq_model_load(m, &model), HSQ_OK, "%s", hsq_last_error());
+	hsq_model_info mi;
+	hsq_model_get_info(model, &mi);
+	hsq_token toks[24];
+	for (int i = 0; i < 24; i++) toks[i] = 100 + 37 * i;
+	float *all = malloc((size_t)24 * mi.n_vocab * 4), *one = malloc((size_t)mi.n_vocab * 4);
+	hsq_context_params p = { 64, 2, 8 }; /* batch 8: 24 tokens in 3 chunks */
+	hsq_context *a, *b;
+	cr_assert_eq(hsq_context_new(model, &p, &a), HSQ_OK);
+	cr_assert_eq(hsq_context_eval(a, toks, 24, all, 1), HSQ_OK);
+	hsq_context_params p1 = { 64, 1, 5 };
+	cr_assert_eq(hsq_context_new(model, &p1, &b), HSQ_OK);
+	size_t splits[] = { 3, 1, 9, 11 };
+	size_t done = 0;
+	for (int k = 0; k < 4; k++) {
+		float *lg = malloc(splits[k] * (size_t)mi.n_vocab * 4);
+		cr_assert_eq(hsq_context_eval(b, toks + done, splits[k], lg, 1), HSQ_OK);
+		cr_assert(memcmp(lg, all + done * mi.n_vocab, splits[k] * (size_t)mi.n_vocab * 4) == 0,
+			  "split %d differs", k);
+		free(lg);
+		done += splits[k];
+	}
+	cr_expect_eq(hsq_context_n_past(b), 24);
+	cr_expect_eq(hsq_context_eval(b, toks, 41, one, 0), HSQ_ERR_CONTEXT_FULL, "41 more do not fit in 64");
+	hsq_token bad = mi.n_vocab;
+	cr_expect_eq(hsq_context_eval(b, &bad, 1, one, 0), HSQ_ERR_INVALID_ARG);
+	cr_expect_eq(hsq_context_eval(b, toks, 0, one, 0), HSQ_ERR_EMPTY_INPUT);
+	hsq_context_free(a);
+	hsq_context_free(b);
+	hsq_model_free(model);
+	free(all);
+	free(one);
+}
+
+Test(forward, context_limits)
+{
+	const char *m = model_path();
+	if (!m)
+		cr_skip_test("no model");
+	hsq_model *model;
+	cr_assert_eq(hsq_model_load(m, &model), HSQ_OK);
+	hsq_context *c = NULL;
+	hsq_context_params p = { 9000, 1, 0 };
+	cr_expect_eq(hsq_context_new(model, &p, &c), HSQ_ERR_CONTEXT_FULL);
+	cr_expect(strstr(hsq_last_error(), "8192") != NULL, "%s", hsq_last_error());
+	cr_expect_null(c);
+	hsq_model_free(model);
+}

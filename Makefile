@@ -105,8 +105,8 @@ demo: model
 	$(MAKE) all
 	sh scripts/demo.sh $(BUILD)/bin '$(MODEL)'
 
-bench: all
-	sh bench/run.sh $(BUILD)/bin '$(MODEL)'
+bench: all $(BUILD)/bench/bench_runtime
+	BUILD_BENCH=$(BUILD)/bench sh bench/run.sh $(BUILD)/bin '$(MODEL)'
 
 # --------------------------------------------------------------- install
 install: all

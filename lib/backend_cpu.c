@@ -199,7 +199,8 @@ typedef struct attn_job {
 } attn_job;
 
 /* One (token, head) pair: scores over positions 0..pos, softmax, weighted
- * sum of values, each in a fixed sequential order over positions. */
+ * sum of values, each in a fixed sequential order over positions. Scores
+ * use the dot_f32 order, so results do not depend on the batch. */
 static void attn_task(void *arg, int task, int thread)
 {
 	const attn_job *j = arg;
@@ -207,25 +208,38 @@ static void attn_task(void *arg, int task, int thread)
 	int g = h / (j->n_head / j->n_head_kv);
 	size_t kvw = (size_t)j->n_head_kv * hd;
 	const float *q = j->q + ((size_t)t * j->n_head + h) * hd;
+	const float *kb = j->k + (size_t)g * hd, *vb = j->v + (size_t)g * hd;
 	float *out = j->out + ((size_t)t * j->n_head + h) * hd;
 	float *s = j->cb->scores + (size_t)thread * j->cb->n_ctx;
 	int n = j->pos[t] + 1;
 	float scale = 1.0f / sqrtf((float)hd), mx = -INFINITY, sum = 0.0f;
-	for (int p = 0; p < n; p++) {
-		s[p] = dot_f32(q, j->k + p * kvw + (size_t)g * hd, hd) * scale;
+	int p = 0;
+	for (; p + 4 <= n; p += 4) /* 4 keys at once: same order as dot_f32 */
+		tile_4x1(kb + p * kvw, (int)kvw, q, hd, s + p);
+	for (; p < n; p++)
+		s[p] = dot_f32(q, kb + p * kvw, hd);
+	for (p = 0; p < n; p++) {
+		s[p] *= scale;
 		mx = s[p] > mx ? s[p] : mx;
 	}
-	for (int p = 0; p < n; p++) {
+	for (p = 0; p < n; p++) {
 		s[p] = expf(s[p] - mx);
 		sum += s[p];
 	}
 	float inv = 1.0f / sum;
-	memset(out, 0, (size_t)hd * sizeof *out);
-	for (int p = 0; p < n; p++) {
-		const float *v = j->v + p * kvw + (size_t)g * hd;
-		float w = s[p] * inv;
-		for (int d = 0; d < hd; d++)
-			out[d] += w * v[d];
+	int d0 = 0;
+	/* 16-lane blocks of the output accumulate in registers over positions */
+	for (; d0 + 16 <= hd; d0 += 16) {
+		vf16 acc = { 0 };
+		for (p = 0; p < n; p++)
+			acc += (s[p] * inv) * load16(vb + p * kvw + d0);
+		memcpy(out + d0, &acc, sizeof acc);
+	}
+	for (int d = d0; d < hd; d++) {
+		float o = 0.0f;
+		for (p = 0; p < n; p++)
+			o += (s[p] * inv) * vb[p * kvw + d];
+		out[d] = o;
 	}
 }
 

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec_kernels.h"
 #include "codec_metrics.h"
 #include "error.h"
 
@@ -94,15 +95,9 @@ void hsq_softmax_rows(double *s, size_t m, size_t n)
 void hsq_attend(const double *p, const float *v, size_t m, size_t n, int d, double *out)
 {
 	memset(out, 0, sizeof(double) * m * (size_t)d);
-	for (size_t i = 0; i < m; i++) {
-		double *o = out + i * (size_t)d;
-		for (size_t t = 0; t < n; t++) {
-			double w = p[i * n + t];
-			const float *vt = v + t * (size_t)d;
-			for (int j = 0; j < d; j++)
-				o[j] += w * vt[j];
-		}
-	}
+	for (size_t i = 0; i < m; i++)
+		for (size_t t = 0; t < n; t++)
+			codec_axpyd(out + i * (size_t)d, p[i * n + t], v + t * (size_t)d, d);
 }
 
 static double rel_err(const double *a, const double *b, size_t len)
@@ -170,13 +165,8 @@ hsq_status hsq_codec_measure(const hsq_codec *ck, const hsq_codec *cv, const hsq
 	double inv_sqrt_d = 1.0 / sqrt((double)d), ss = 0.0, sh_s = 0.0;
 	for (size_t i = 0; i < m; i++) {
 		const float *q = data->q + i * (size_t)d;
-		for (size_t t = 0; t < n; t++) {
-			const float *k = data->k + t * (size_t)d;
-			double dot = 0.0;
-			for (int j = 0; j < d; j++)
-				dot += (double)q[j] * k[j];
-			s[i * n + t] = dot * inv_sqrt_d;
-		}
+		for (size_t t = 0; t < n; t++)
+			s[i * n + t] = codec_dotd(q, data->k + t * (size_t)d, d) * inv_sqrt_d;
 		hsq_codec_query_set(query, q);
 		hsq_codec_dot(query, codes_k, n, row);
 		for (size_t t = 0; t < n; t++) {

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "codec.h"
+#include "codec_kernels.h"
 #include "crc32c.h"
 #include "linalg.h"
 #include "lloyd_max.h"
@@ -301,13 +302,8 @@ static void sq_project(const sq_impl *im, int d, const float *x, float *y, float
 		xc[j] = x[j] - im->mean[j];
 		n2 += (double)xc[j] * xc[j];
 	}
-	for (int i = 0; i < d; i++) {
-		const float *u = im->basis + (size_t)i * d;
-		float s = 0.0f;
-		for (int j = 0; j < d; j++)
-			s += u[j] * xc[j];
-		y[i] = s;
-	}
+	for (int i = 0; i < d; i++)
+		y[i] = codec_dotf(im->basis + (size_t)i * d, xc, d);
 	*norm = (float)sqrt(n2);
 }
 
@@ -341,12 +337,8 @@ static void sq_decode(const hsq_codec *c, const float *side, const uint8_t *idx,
 	for (int j = 0; j < d; j++)
 		x[j] = im->mean[j];
 	/* x = mu + sum_f yhat_f u_coord(f): rows of the basis, contiguous. */
-	for (int f = 0; f < n; f++) {
-		const float *u = im->basis + (size_t)im->coord[f] * d;
-		float a = w[f];
-		for (int j = 0; j < d; j++)
-			x[j] += a * u[j];
-	}
+	for (int f = 0; f < n; f++)
+		codec_axpyf(x, w[f], im->basis + (size_t)im->coord[f] * d, d);
 }
 
 static void sq_query_set(const hsq_codec *c, hsq_codec_query *q, const float *x)
@@ -357,13 +349,8 @@ static void sq_query_set(const hsq_codec *c, hsq_codec_query *q, const float *x)
 	float qmu = 0.0f, w[HSQ_CODEC_MAX_DIM];
 	for (int j = 0; j < d; j++)
 		qmu += x[j] * im->mean[j];
-	for (int i = 0; i < d; i++) {
-		const float *u = im->basis + (size_t)i * d;
-		float s = 0.0f;
-		for (int j = 0; j < d; j++)
-			s += u[j] * x[j];
-		q->rot[i] = s;
-	}
+	for (int i = 0; i < d; i++)
+		q->rot[i] = codec_dotf(im->basis + (size_t)i * d, x, d);
 	for (int f = 0; f < reg->n_fields; f++)
 		w[f] = q->rot[im->coord[f]] * im->sigma[im->coord[f]];
 	q->k0 = qmu;

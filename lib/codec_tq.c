@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "codec.h"
+#include "codec_kernels.h"
 #include "hadamard.h"
 #include "lloyd_max.h"
 #include "rng.h"
@@ -79,13 +80,8 @@ static void tq_encode(const hsq_codec *c, const float *x, float *side, uint8_t *
 	}
 	side[1] = codec_round_f16((float)sqrt(r2));
 	uint8_t *sg = idx + d;
-	for (int i = 0; i < d; i++) {
-		const float *s = im->sketch + (size_t)i * d;
-		float dot = 0.0f;
-		for (int j = 0; j < d; j++)
-			dot += s[j] * r[j];
-		sg[i] = dot >= 0.0f;
-	}
+	for (int i = 0; i < d; i++)
+		sg[i] = codec_dotf(im->sketch + (size_t)i * d, r, d) >= 0.0f;
 }
 
 static void tq_decode(const hsq_codec *c, const float *side, const uint8_t *idx, float *x)
@@ -98,12 +94,8 @@ static void tq_decode(const hsq_codec *c, const float *side, const uint8_t *idx,
 	if (im->qjl) {
 		float a = im->qjl_scale * side[1];
 		const uint8_t *sg = idx + d;
-		for (int i = 0; i < d; i++) {
-			const float *s = im->sketch + (size_t)i * d;
-			float v = sg[i] ? a : -a;
-			for (int j = 0; j < d; j++)
-				y[j] += v * s[j];
-		}
+		for (int i = 0; i < d; i++)
+			codec_axpyf(y, sg[i] ? a : -a, im->sketch + (size_t)i * d, d);
 	}
 	hsq_rotation_apply_t(im->rot, y, x);
 }
@@ -120,13 +112,8 @@ static void tq_query_set(const hsq_codec *c, hsq_codec_query *q, const float *x)
 	if (!im->qjl)
 		return;
 	float sq[HSQ_CODEC_MAX_DIM];
-	for (int i = 0; i < d; i++) {
-		const float *s = im->sketch + (size_t)i * d;
-		float dot = 0.0f;
-		for (int j = 0; j < d; j++)
-			dot += s[j] * q->rot[j];
-		sq[i] = im->qjl_scale * dot;
-	}
+	for (int i = 0; i < d; i++)
+		sq[i] = im->qjl_scale * codec_dotf(im->sketch + (size_t)i * d, q->rot, d);
 	sets[1] = im->signs;
 	codec_lut_fill(&q->lut[1], sq, sets);
 }

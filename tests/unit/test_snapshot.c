@@ -40,7 +40,7 @@ static const char *model_path(void)
 #define NEED_MODEL()                                                                                  \
 	do {                                                                                          \
 		if (!model_path()) {                                                                  \
-			fprintf(stderr, "SKIP: %s: HSQ_TEST_MODEL not set or unreadable (run 'make model')\n", \
+			fprintf(stderr, "SKIP: snapshot test %s: HSQ_TEST_MODEL not set or unreadable (run 'make model')\n", \
 				__func__);                                                            \
 			cr_skip_test("HSQ_TEST_MODEL not set");                                      \
 		}                                                                                     \
@@ -293,7 +293,7 @@ static int count_tmp_files(const char *dir)
 
 /* ------------------------------------------------------- round trips */
 
-Test(snapshot, round_trip_is_bitwise, .timeout = 300)
+Test(snapshot, round_trip_is_bitwise)
 {
 	NEED_MODEL();
 	fixture f = { 0 };
@@ -327,7 +327,7 @@ Test(snapshot, round_trip_is_bitwise, .timeout = 300)
 	free_fixture(&f);
 }
 
-Test(snapshot, inspect_and_read_tokens, .timeout = 300)
+Test(snapshot, inspect_and_read_tokens)
 {
 	NEED_MODEL();
 	fixture f = { 0 };
@@ -372,7 +372,7 @@ Test(snapshot, inspect_and_read_tokens, .timeout = 300)
 	free_fixture(&f);
 }
 
-Test(snapshot, empty_context_round_trips, .timeout = 300)
+Test(snapshot, empty_context_round_trips)
 {
 	NEED_MODEL();
 	fixture f = { 0 };
@@ -389,7 +389,7 @@ Test(snapshot, empty_context_round_trips, .timeout = 300)
 	free_fixture(&f);
 }
 
-Test(snapshot, saving_is_deterministic, .timeout = 300)
+Test(snapshot, saving_is_deterministic)
 {
 	NEED_MODEL();
 	fixture f = { 0 };
@@ -409,7 +409,7 @@ Test(snapshot, saving_is_deterministic, .timeout = 300)
 	free_fixture(&f);
 }
 
-Test(snapshot, bad_arguments, .timeout = 300)
+Test(snapshot, bad_arguments)
 {
 	NEED_MODEL();
 	fixture f = { 0 };
@@ -468,7 +468,7 @@ static const char *write_renamed_model(void)
 	return p;
 }
 
-Test(snapshot, other_model_is_refused, .timeout = 300)
+Test(snapshot, other_model_is_refused)
 {
 	NEED_MODEL();
 	fixture f = { 0 };
@@ -492,7 +492,7 @@ Test(snapshot, other_model_is_refused, .timeout = 300)
 
 /* ------------------------------------------------------------ damage */
 
-Test(snapshot, flipped_byte_in_each_section_is_a_checksum_error, .timeout = 300)
+Test(snapshot, flipped_byte_in_each_section_is_a_checksum_error)
 {
 	NEED_MODEL();
 	fixture f = { 0 };
@@ -537,7 +537,7 @@ Test(snapshot, flipped_byte_in_each_section_is_a_checksum_error, .timeout = 300)
 	free_fixture(&f);
 }
 
-Test(snapshot, random_damage_never_loads_wrong_data, .timeout = 600)
+Test(snapshot, random_damage_never_loads_wrong_data)
 {
 	NEED_MODEL();
 	fixture f = { 0 };
@@ -568,7 +568,7 @@ Test(snapshot, random_damage_never_loads_wrong_data, .timeout = 600)
 	free_fixture(&f);
 }
 
-Test(snapshot, truncated_files_are_refused, .timeout = 600)
+Test(snapshot, truncated_files_are_refused)
 {
 	NEED_MODEL();
 	fixture f = { 0 };
@@ -605,7 +605,7 @@ Test(snapshot, truncated_files_are_refused, .timeout = 600)
 	free_fixture(&f);
 }
 
-Test(snapshot, header_checks, .timeout = 300)
+Test(snapshot, header_checks)
 {
 	NEED_MODEL();
 	fixture f = { 0 };
@@ -837,7 +837,7 @@ static tsec section_as_is(fixture *f, const char *name)
 	return s;
 }
 
-Test(snapshot, other_valid_encodings_load, .timeout = 600)
+Test(snapshot, other_valid_encodings_load)
 {
 	NEED_MODEL();
 	fixture f = { 0 };
@@ -899,7 +899,7 @@ Test(snapshot, other_valid_encodings_load, .timeout = 600)
 	free_fixture(&f);
 }
 
-Test(snapshot, hostile_contents_with_valid_checksums, .timeout = 600)
+Test(snapshot, hostile_contents_with_valid_checksums)
 {
 	NEED_MODEL();
 	fixture f = { 0 };
@@ -1025,7 +1025,7 @@ Test(snapshot, hostile_contents_with_valid_checksums, .timeout = 600)
 
 /* ----------------------------------------------------------- atomicity */
 
-Test(snapshot, failed_saves_leave_nothing_behind, .timeout = 300)
+Test(snapshot, failed_saves_leave_nothing_behind)
 {
 	NEED_MODEL();
 	fixture f = { 0 };
@@ -1079,7 +1079,7 @@ Test(snapshot, failed_saves_leave_nothing_behind, .timeout = 300)
 	free_fixture(&f);
 }
 
-Test(snapshot, saving_replaces_atomically, .timeout = 300)
+Test(snapshot, saving_replaces_atomically)
 {
 	NEED_MODEL();
 	fixture f = { 0 };

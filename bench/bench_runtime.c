@@ -1,0 +1,120 @@
+/* bench_runtime.c - prefill and decode throughput of the CPU runtime.
+ *
+ * usage: bench_runtime MODEL THREADS TEXTFILE LEN... 
+ * For each context length LEN: tokenizes TEXTFILE (repeated as needed),
+ * prefills the first LEN-32 tokens, then decodes 32 tokens greedily.
+ * Prints one line per length: len, prefill tok/s, decode tok/s, and writes
+ * the prompt's token ids to bench/out/tokens-LEN.txt so another engine can
+ * be timed on exactly the same input. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "hsq.h"
+
+#define N_DECODE 32
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *buf = malloc((size_t)n + 1);
+	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	if (buf)
+		buf[n] = '\0';
+	*len = (size_t)n;
+	return buf;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 5) {
+		fprintf(stderr, "usage: bench_runtime MODEL THREADS TEXTFILE LEN...\n");
+		return 2;
+	}
+	hsq_model *model;
+	if (hsq_model_load(argv[1], &model)) {
+		fprintf(stderr, "bench_runtime: %s\n", hsq_last_error());
+		return 1;
+	}
+	hsq_model_info mi;
+	hsq_model_get_info(model, &mi);
+	int threads = atoi(argv[2]);
+	size_t len;
+	char *text = read_file(argv[3], &len);
+	if (!text) {
+		fprintf(stderr, "bench_runtime: cannot read %s\n", argv[3]);
+		return 1;
+	}
+	hsq_token *toks;
+	size_t n_text;
+	if (hsq_tokenize(model, text, len, 0, 0, &toks, &n_text) || n_text == 0) {
+		fprintf(stderr, "bench_runtime: %s\n", hsq_last_error());
+		return 1;
+	}
+	mkdir("bench/out", 0755);
+	float *logits = malloc((size_t)mi.n_vocab * sizeof *logits);
+	printf("%-8s %14s %14s\n", "context", "prefill tok/s", "decode tok/s");
+	for (int a = 4; a < argc; a++) {
+		int L = atoi(argv[a]), n_prompt = L - N_DECODE;
+		if (n_prompt < 1 || L > mi.n_ctx_train) {
+			fprintf(stderr, "bench_runtime: length %d out of range\n", L);
+			return 2;
+		}
+		hsq_token *prompt = malloc((size_t)n_prompt * sizeof *prompt);
+		for (int i = 0; i < n_prompt; i++)
+			prompt[i] = toks[(size_t)i % n_text];
+		char path[64];
+		snprintf(path, sizeof path, "bench/out/tokens-%d.txt", L);
+		FILE *f = fopen(path, "w");
+		for (int i = 0; f && i < n_prompt; i++)
+			fprintf(f, "%d%c", prompt[i], i + 1 < n_prompt ? ' ' : '\n');
+		if (f)
+			fclose(f);
+		hsq_context_params cp = { L, threads, 512 };
+		hsq_context *ctx;
+		if (hsq_context_new(model, &cp, &ctx)) {
+			fprintf(stderr, "bench_runtime: %s\n", hsq_last_error());
+			return 1;
+		}
+		double t0 = now_s();
+		hsq_context_eval(ctx, prompt, (size_t)n_prompt, logits, 0);
+		double t_prefill = now_s() - t0;
+		t0 = now_s();
+		for (int i = 0; i < N_DECODE; i++) {
+			int best = 0;
+			for (int v = 1; v < mi.n_vocab; v++)
+				if (logits[v] > logits[best])
+					best = v;
+			hsq_token t = best;
+			hsq_context_eval(ctx, &t, 1, logits, 0);
+		}
+		double t_decode = now_s() - t0;
+		printf("%-8d %14.1f %14.1f\n", L, n_prompt / t_prefill, N_DECODE / t_decode);
+		fflush(stdout);
+		hsq_context_free(ctx);
+		free(prompt);
+	}
+	free(logits);
+	hsq_free(toks);
+	free(text);
+	hsq_model_free(model);
+	return 0;
+}

@@ -67,9 +67,12 @@ void cli_help(const cli_parser *p, FILE *out, const char *usage_line, const char
 		char left[64];
 		if (!o->help)
 			continue;
-		snprintf(left, sizeof left, "%s%c%s--%s%s%s", o->short_name ? "-" : "", o->short_name ? o->short_name : ' ',
-			 o->short_name ? ", " : "  ", o->long_name, o->arg ? " " : "", o->arg ? o->arg : "");
-		fprintf(out, "  %-28s %s\n", o->short_name ? left : left + 2, o->help);
+		if (o->short_name)
+			snprintf(left, sizeof left, "-%c, --%s%s%s", o->short_name, o->long_name, o->arg ? " " : "",
+				 o->arg ? o->arg : "");
+		else
+			snprintf(left, sizeof left, "    --%s%s%s", o->long_name, o->arg ? " " : "", o->arg ? o->arg : "");
+		fprintf(out, "  %-28s %s\n", left, o->help);
 	}
 }
 

@@ -168,13 +168,17 @@ typedef enum hsq_snapshot_mode {
 } hsq_snapshot_mode;
 
 /* Write ctx (its tokens and KV cache) to path atomically: a temporary file
- * in the same directory, fsync, then rename. zstd_level: 1..19 (0 = 3). */
+ * in the same directory, fsync, rename over path, fsync the directory. On
+ * failure the temporary file is removed and an existing file at path is left
+ * untouched. zstd_level: 1..19 (0 = 3). Format: hsq-snapshot(5). */
 hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path,
 			     hsq_snapshot_mode mode, int zstd_level);
 
 /* Recreate a context from a snapshot. The model must be the one that wrote
  * it (HSQ_ERR_MODEL_MISMATCH otherwise). params->n_ctx 0 = model default;
- * it must hold at least the snapshot's tokens. */
+ * it must hold at least the snapshot's tokens (HSQ_ERR_CONTEXT_FULL).
+ * params may be NULL (defaults). Damage gives HSQ_ERR_CHECKSUM, FORMAT or
+ * TRUNCATED; *out is set only on success, after every checksum matched. */
 hsq_status hsq_snapshot_load(const hsq_model *model, const char *path,
 			     const hsq_context_params *params, hsq_context **out);
 
@@ -188,8 +192,8 @@ typedef struct hsq_snapshot_section_info {
 } hsq_snapshot_section_info;
 
 typedef struct hsq_snapshot_info {
-	uint32_t version;
-	uint32_t mode;              /* hsq_snapshot_mode */
+	uint32_t version;           /* format version: major << 16 | minor */
+	uint32_t mode;              /* hsq_snapshot_mode (may be one this hsq cannot load) */
 	uint64_t file_size;         /* bytes */
 	char architecture[32];
 	char model_name[128];
@@ -197,15 +201,17 @@ typedef struct hsq_snapshot_info {
 	int n_layer, n_head_kv, head_dim, n_vocab;
 	int n_tokens;               /* tokens in the snapshot */
 	uint64_t kv_bytes_fp16;     /* size of the same KV cache at fp16, bytes */
-	int n_sections;
-	hsq_snapshot_section_info sections[16];
+	int n_sections;             /* sections in the file */
+	hsq_snapshot_section_info sections[16]; /* the first min(n_sections, 16) */
 } hsq_snapshot_info;
 
-/* Read the header and section table (verify != 0: also check every section
- * checksum, filling checksum_ok; returns HSQ_ERR_CHECKSUM if any is bad).
- * Needs no model. */
+/* Read the header, section table and meta section (verify != 0: also check
+ * every section checksum, filling checksum_ok; returns HSQ_ERR_CHECKSUM if
+ * any is bad, with info still filled and the detail naming the first bad
+ * section). Needs no model. */
 hsq_status hsq_snapshot_inspect(const char *path, int verify, hsq_snapshot_info *info);
-/* The snapshot's tokens (malloc'ed, hsq_free). */
+/* The snapshot's tokens (malloc'ed, hsq_free; checksum-verified, each id
+ * checked against the vocabulary). Needs no model. */
 hsq_status hsq_snapshot_read_tokens(const char *path, hsq_token **tokens, size_t *n);
 
 /* ------------------------------------------------ KV codecs and evaluation */

@@ -460,20 +460,29 @@ fail:
 
 /* Reverses SNAP_FILTER_SHUFFLE4 on n bytes (n % 4 == 0): plane j holds
  * byte j of every element. */
-static void unshuffle4(uint8_t *dst, const uint8_t *src, size_t n)
+static void unshuffle4(uint8_t *restrict dst, const uint8_t *restrict src, size_t n)
 {
 	size_t m = n / 4;
-	for (size_t i = 0; i < m; i++)
-		for (size_t j = 0; j < 4; j++)
-			dst[4 * i + j] = src[j * m + i];
+	const uint8_t *p0 = src, *p1 = src + m, *p2 = src + 2 * m, *p3 = src + 3 * m;
+	/* Written as whole little-endian words so the compiler vectorises it. */
+	for (size_t i = 0; i < m; i++) {
+		uint32_t v = (uint32_t)p0[i] | (uint32_t)p1[i] << 8 | (uint32_t)p2[i] << 16 | (uint32_t)p3[i] << 24;
+		memcpy(dst + 4 * i, &v, 4);
+	}
 }
 
-static void shuffle4(uint8_t *dst, const uint8_t *src, size_t n)
+static void shuffle4(uint8_t *restrict dst, const uint8_t *restrict src, size_t n)
 {
 	size_t m = n / 4;
-	for (size_t i = 0; i < m; i++)
-		for (size_t j = 0; j < 4; j++)
-			dst[j * m + i] = src[4 * i + j];
+	uint8_t *p0 = dst, *p1 = dst + m, *p2 = dst + 2 * m, *p3 = dst + 3 * m;
+	for (size_t i = 0; i < m; i++) {
+		uint32_t v;
+		memcpy(&v, src + 4 * i, 4);
+		p0[i] = (uint8_t)v;
+		p1[i] = (uint8_t)(v >> 8);
+		p2[i] = (uint8_t)(v >> 16);
+		p3[i] = (uint8_t)(v >> 24);
+	}
 }
 
 static hsq_status section_crc(const snap_reader *r, const snap_section *s, uint32_t *out);
@@ -1156,6 +1165,9 @@ hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snaps
 	if (ctx->n_past < 0 || ctx->n_past > ctx->n_ctx)
 		return hsq_fail(HSQ_ERR_INTERNAL, "context holds %d of %d positions; please report", ctx->n_past, ctx->n_ctx);
 	uint32_t n_tokens = (uint32_t)ctx->n_past;
+	if (n_tokens > SNAP_MAX_TOKENS)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "cannot save %u tokens to %s: snapshots hold at most %d", n_tokens, path,
+				SNAP_MAX_TOKENS);
 	uint64_t width = context_kv_width(ctx);
 	size_t plane = (size_t)n_tokens * width * sizeof(float);
 

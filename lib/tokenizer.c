@@ -371,7 +371,7 @@ static hsq_status load_types(hsq_tokenizer *t, const gguf_file *f)
 		const gguf_kv *kv = gguf_find(f, "tokenizer.ggml.scores");
 		if (kv->type != GGUF_TYPE_ARRAY ||
 		    (kv->arr_type != GGUF_TYPE_FLOAT32 && kv->arr_type != GGUF_TYPE_INT32))
-			return hsq_fail(HSQ_ERR_FORMAT, "%s: tokenizer.ggml.scores is not an array of float32", f->path);
+			return hsq_fail(HSQ_ERR_FORMAT, "%s: tokenizer.ggml.scores is not an array of float32 or int32", f->path);
 		if (kv->arr_len != (uint64_t)t->n_vocab)
 			return hsq_fail(HSQ_ERR_FORMAT, "%s: tokenizer.ggml.scores has %llu entries but there are %d tokens",
 					f->path, (unsigned long long)kv->arr_len, t->n_vocab);
@@ -422,8 +422,8 @@ static hsq_status load_merges(hsq_tokenizer *t, const gguf_file *f)
 			return hsq_fail(HSQ_ERR_FORMAT, "%s: merge %u is too long", f->path, rank);
 		if ((st = str_intern(t, s.ptr, la, 0, &a)) || (st = str_intern(t, sp + 1, lb, 0, &b)))
 			return st;
-		/* The merged text, built in the pool's spare room would move on
-		 * realloc, so use a scratch copy. */
+		/* The pair's text, interned too: the id BPE gives the merged
+		 * symbol (pieces of s are not contiguous without the space). */
 		char stack[256], *cat = la + lb <= sizeof stack ? stack : malloc(la + lb);
 		if (!cat)
 			return hsq_fail(HSQ_ERR_NOMEM, "out of memory reading merges");
@@ -688,7 +688,7 @@ done:
 /* llama.cpp's unicode_regex_split rewrite: each \p{X} becomes its collapsed
  * class byte plus the ASCII members of X, bracketed unless already inside a
  * character class. */
-static hsq_status compile_regex(hsq_tokenizer *t, const char *re, pcre2_code **out)
+static hsq_status compile_regex(const char *re, pcre2_code **out)
 {
 	static const struct {
 		const char *pat;
@@ -763,7 +763,6 @@ static hsq_status compile_regex(hsq_tokenizer *t, const char *re, pcre2_code **o
 	/* JIT when the platform has it; the interpreter gives the same
 	 * matches, only slower. */
 	(void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
-	(void)t;
 	*out = code;
 	return HSQ_OK;
 }
@@ -915,7 +914,7 @@ hsq_status tokenizer_load(const gguf_file *f, hsq_tokenizer **out)
 	if ((st = build_pieces(t)))
 		goto fail;
 	for (const char *const *re = pre_regexes[t->pre]; *re; re++)
-		if ((st = compile_regex(t, *re, &t->re[t->n_re++])))
+		if ((st = compile_regex(*re, &t->re[t->n_re++])))
 			goto fail;
 
 	gguf_str tmpl;
@@ -1260,6 +1259,8 @@ static hsq_status regex_split(const pcre2_code *re, work *w, size_t n_pa, size_t
 		const uint8_t *subj = w->col + start;
 		while (pos < len) {
 			int rc = pcre2_match(re, subj, len, pos, 0, w->md, NULL);
+			if (rc == PCRE2_ERROR_JIT_STACKLIMIT) /* the interpreter keeps its stack on the heap */
+				rc = pcre2_match(re, subj, len, pos, PCRE2_NO_JIT, w->md, NULL);
 			if (rc == PCRE2_ERROR_NOMATCH)
 				break;
 			if (rc < 0) {

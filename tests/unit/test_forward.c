@@ -113,7 +113,7 @@ static const char *model_path(void)
 
 /* Logits of a token do not depend on how the sequence was split into
  * eval calls or on the thread count: bitwise equal. */
-Test(forward, split_and_threads_do_not_change_logits, .timeout = 300)
+Test(forward, split_and_threads_do_not_change_logits)
 {
 	const char *m = model_path();
 	if (!m)

@@ -1,0 +1,629 @@
+/* hsq-eval - evaluation tools for hsq. A dispatcher over subcommands, each
+ * with its own option table; `codecs` runs the controlled KV codec study
+ * (regimes x codecs x bit widths x seeds x two random streams). */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+static const char PROG[] = "hsq-eval";
+
+typedef struct subcommand {
+	const char *name;
+	int (*run)(int argc, char **argv); /* argv[0] is the subcommand's name */
+	const char *summary;
+} subcommand;
+
+static int cmd_codecs(int argc, char **argv);
+
+static const subcommand subcommands[] = {
+	{ "codecs", cmd_codecs, "compare KV codecs on synthetic regimes, with statistics over seeds" },
+	{ 0 },
+};
+
+/* ------------------------------------------------------------ codecs */
+
+static const char CODECS_USAGE[] = "hsq-eval codecs [options]";
+static const char CODECS_DESCRIPTION[] =
+	"Run every regime x codec x bit width over S seeds, once with a PCG64 and once with an\n"
+	"mt19937 random stream; print mean and 95% interval per cell and a two-sample KS test\n"
+	"between the streams, check the codec-study findings, and write PREFIX.csv, PREFIX.json\n"
+	"and PREFIX.svg (error versus bits per regime). See hsq-eval(1).";
+
+enum {
+	OPT_SEEDS = 's',
+	OPT_OUTPUT = 'o',
+	OPT_THREADS = 'j',
+	OPT_QUIET = 'q',
+	OPT_REGIMES = 256,
+	OPT_CODECS,
+	OPT_BITS,
+	OPT_DIM,
+	OPT_TOKENS,
+	OPT_QUERIES,
+	OPT_CALIB,
+	OPT_SCORE_STD,
+	OPT_BASE_SEED,
+	OPT_STREAMS,
+	OPT_GAP_RATIO,
+	OPT_TAIL_BITS,
+	OPT_MAX_BITS,
+	OPT_JOINT_CALIB,
+	OPT_METRIC,
+};
+
+static const cli_option codecs_options[] = {
+	{ "seeds", 's', "N", "seeds per cell and stream (default 200)", OPT_SEEDS },
+	{ "regimes", 0, "LIST", "comma-separated regimes (default: all eight)", OPT_REGIMES },
+	{ "codecs", 0, "LIST", "comma-separated codecs: plain,tq,tq-qjl,sq,squ (default: all)", OPT_CODECS },
+	{ "bits", 0, "LIST", "comma-separated bits per value (default 2,3,4)", OPT_BITS },
+	{ "dim", 0, "D", "values per vector, 16..256 (default 128)", OPT_DIM },
+	{ "tokens", 0, "N", "test tokens per regime instance (default 256)", OPT_TOKENS },
+	{ "queries", 0, "N", "queries per regime instance (default 16)", OPT_QUERIES },
+	{ "calib", 0, "N", "calibration vectors per path for sq/squ (default 512)", OPT_CALIB },
+	{ "score-std", 0, "X", "std of q.k/sqrt(d) the queries are scaled to (default 2.5)", OPT_SCORE_STD },
+	{ "base-seed", 0, "S", "base of every random stream (default 1)", OPT_BASE_SEED },
+	{ "streams", 0, "LIST", "random streams: pcg64,mt19937 (default both)", OPT_STREAMS },
+	{ "gap-ratio", 0, "X", "sq spectral gap that prunes d_eff (default 4)", OPT_GAP_RATIO },
+	{ "tail-bits", 0, "N", "sq fixed bits per tail coordinate, 0..4 (default 1)", OPT_TAIL_BITS },
+	{ "max-bits", 0, "N", "sq cap on one coordinate's bits, 1..8 (default 8)", OPT_MAX_BITS },
+	{ "joint-calib", 0, NULL, "calibrate sq/squ on K and V pooled (default: separately)", OPT_JOINT_CALIB },
+	{ "metric", 0, "NAME", "metric of the printed table (default d2)", OPT_METRIC },
+	{ "threads", 'j', "N", "worker threads, 0 = all cores (default 0)", OPT_THREADS },
+	{ "output", 'o', "PREFIX", "write PREFIX.csv, PREFIX.json, PREFIX.svg (default hsq-codecs)", OPT_OUTPUT },
+	{ "quiet", 'q', NULL, "print nothing on success (files are still written)", OPT_QUIET },
+	{ 0 },
+};
+
+/* Splits a comma-separated list; fn parses one item into slot i. */
+static int parse_list(const char *opt, const char *value, int cap, void *out,
+		      int (*fn)(const char *item, void *out, int i))
+{
+	char buf[512];
+	int n = 0;
+	if (strlen(value) >= sizeof buf)
+		cli_usage_error(PROG, "%s: list too long", opt);
+	strcpy(buf, value);
+	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (n >= cap)
+			cli_usage_error(PROG, "%s: at most %d items", opt, cap);
+		if (!fn(tok, out, n))
+			cli_usage_error(PROG, "%s: %s", opt, hsq_last_error());
+		n++;
+	}
+	if (n == 0)
+		cli_usage_error(PROG, "%s needs at least one item", opt);
+	return n;
+}
+
+static int item_regime(const char *s, void *out, int i)
+{
+	return hsq_regime_parse(s, &((hsq_regime *)out)[i]) == HSQ_OK;
+}
+
+static int item_codec(const char *s, void *out, int i)
+{
+	return hsq_codec_kind_parse(s, &((hsq_codec_kind *)out)[i]) == HSQ_OK;
+}
+
+static int item_bits(const char *s, void *out, int i)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < 1 || v > 8)
+		cli_usage_error(PROG, "--bits expects integers from 1 to 8, not '%s'", s);
+	((int *)out)[i] = (int)v;
+	return 1;
+}
+
+static int item_stream(const char *s, void *out, int i)
+{
+	hsq_rng_kind *k = out;
+	if (!strcmp(s, "pcg64"))
+		k[i] = HSQ_RNG_PCG64;
+	else if (!strcmp(s, "mt19937"))
+		k[i] = HSQ_RNG_MT19937;
+	else
+		cli_usage_error(PROG, "--streams expects pcg64 and/or mt19937, not '%s'", s);
+	return 1;
+}
+
+typedef struct codecs_opts {
+	hsq_study_params params;
+	const char *prefix;
+	hsq_metric metric;
+	int quiet;
+} codecs_opts;
+
+static void parse_codecs(int argc, char **argv, codecs_opts *o)
+{
+	cli_parser p;
+	o->params = hsq_study_default_params();
+	o->prefix = "hsq-codecs";
+	o->metric = HSQ_METRIC_D2;
+	o->quiet = 0;
+	hsq_study_params *sp = &o->params;
+	cli_init(&p, PROG, codecs_options);
+	for (int c; (c = cli_next(&p, argc, argv, CODECS_USAGE, CODECS_DESCRIPTION)) != -1;) {
+		switch (c) {
+		case OPT_SEEDS: sp->n_seeds = (int)cli_long(PROG, "--seeds", optarg, 2, 100000); break;
+		case OPT_REGIMES:
+			sp->n_regimes = parse_list("--regimes", optarg, HSQ_N_REGIMES, sp->regimes, item_regime);
+			break;
+		case OPT_CODECS:
+			sp->n_codecs = parse_list("--codecs", optarg, HSQ_N_CODEC_KINDS, sp->codecs, item_codec);
+			break;
+		case OPT_BITS: sp->n_bits = parse_list("--bits", optarg, 8, sp->bits, item_bits); break;
+		case OPT_DIM:
+			sp->shape.dim = (int)cli_long(PROG, "--dim", optarg, HSQ_CODEC_MIN_DIM, HSQ_CODEC_MAX_DIM);
+			break;
+		case OPT_TOKENS: sp->shape.n_test = (int)cli_long(PROG, "--tokens", optarg, 1, 1000000); break;
+		case OPT_QUERIES: sp->shape.n_query = (int)cli_long(PROG, "--queries", optarg, 1, 100000); break;
+		case OPT_CALIB: sp->shape.n_calib = (int)cli_long(PROG, "--calib", optarg, 2, 1000000); break;
+		case OPT_SCORE_STD: sp->shape.score_std = cli_double(PROG, "--score-std", optarg, 1e-3, 100.0); break;
+		case OPT_BASE_SEED:
+			sp->base_seed = (uint64_t)cli_long(PROG, "--base-seed", optarg, 0, 0x7fffffffffffffffL);
+			break;
+		case OPT_STREAMS: sp->n_streams = parse_list("--streams", optarg, 2, sp->streams, item_stream); break;
+		case OPT_GAP_RATIO: sp->calib.gap_ratio = cli_double(PROG, "--gap-ratio", optarg, 1.000001, 1e12); break;
+		case OPT_TAIL_BITS: sp->calib.tail_bits = (int)cli_long(PROG, "--tail-bits", optarg, 0, 4); break;
+		case OPT_MAX_BITS: sp->calib.max_bits = (int)cli_long(PROG, "--max-bits", optarg, 1, 8); break;
+		case OPT_JOINT_CALIB: sp->joint_calib = 1; break;
+		case OPT_METRIC:
+			if (hsq_metric_parse(optarg, &o->metric) != HSQ_OK)
+				cli_usage_error(PROG, "--metric: %s", hsq_last_error());
+			break;
+		case OPT_THREADS: sp->n_threads = (int)cli_long(PROG, "--threads", optarg, 0, 256); break;
+		case OPT_OUTPUT:
+			if (!*optarg)
+				cli_usage_error(PROG, "--output needs a non-empty prefix");
+			o->prefix = optarg;
+			break;
+		case OPT_QUIET: o->quiet = 1; break;
+		default: cli_usage_error(PROG, "unhandled option"); /* table and switch disagree: a bug */
+		}
+	}
+	cli_free(&p);
+	if (optind < argc)
+		cli_usage_error(PROG, "codecs takes no arguments ('%s' is extra)", argv[optind]);
+	if (sp->calib.tail_bits > sp->calib.max_bits)
+		cli_usage_error(PROG, "--tail-bits %d exceeds --max-bits %d", sp->calib.tail_bits,
+				sp->calib.max_bits);
+}
+
+/* Everything the writers need about one cell, computed once. */
+typedef struct cell_stats {
+	hsq_summary sum[2][HSQ_N_METRICS]; /* per stream */
+	hsq_ks_result ks[HSQ_N_METRICS];   /* between the streams (if two) */
+	double bpv;                        /* bits per value, first stream */
+} cell_stats;
+
+typedef struct report {
+	const hsq_study *study;
+	const hsq_study_params *p;
+	cell_stats *cells; /* [regime][codec][bits] */
+	hsq_finding findings[2][HSQ_N_FINDINGS];
+	double seconds;
+} report;
+
+static cell_stats *cell_at(const report *r, int rg, int cd, int bt)
+{
+	return &r->cells[((size_t)rg * r->p->n_codecs + cd) * r->p->n_bits + bt];
+}
+
+static void compute_report(report *r)
+{
+	const hsq_study_params *p = r->p;
+	for (int rg = 0; rg < p->n_regimes; rg++)
+		for (int cd = 0; cd < p->n_codecs; cd++)
+			for (int bt = 0; bt < p->n_bits; bt++) {
+				cell_stats *c = cell_at(r, rg, cd, bt);
+				c->bpv = hsq_study_bits_per_value(r->study, 0, rg, cd, bt);
+				for (int m = 0; m < HSQ_N_METRICS; m++) {
+					const double *x[2] = { NULL, NULL };
+					for (int s = 0; s < p->n_streams; s++) {
+						x[s] = hsq_study_samples(r->study, s, rg, cd, bt, (hsq_metric)m);
+						hsq_summarize(x[s], (size_t)p->n_seeds, &c->sum[s][m]);
+					}
+					c->ks[m].p_value = NAN;
+					c->ks[m].d = NAN;
+					if (p->n_streams == 2 &&
+					    hsq_ks_2samp(x[0], (size_t)p->n_seeds, x[1], (size_t)p->n_seeds,
+							 &c->ks[m]) != HSQ_OK)
+						cli_die_status(PROG, EXIT_FAILURE_RUNTIME, HSQ_ERR_INTERNAL);
+				}
+			}
+}
+
+static const char *verdict_word(int v)
+{
+	return v == 1 ? "held" : v == 0 ? "did not hold" : "not evaluable";
+}
+
+static void print_table(const report *r, hsq_metric metric)
+{
+	const hsq_study_params *p = r->p;
+	const char *mn = hsq_metric_name(metric);
+	printf("hsq-eval codecs: %d regimes x %d codecs x %d widths, %d seeds x %d stream%s, dim %d, "
+	       "%d tokens, %d queries, %d calibration rows, %.1f s\n",
+	       p->n_regimes, p->n_codecs, p->n_bits, p->n_seeds, p->n_streams, p->n_streams > 1 ? "s" : "",
+	       p->shape.dim, p->shape.n_test, p->shape.n_query, p->shape.n_calib, r->seconds);
+	printf("cells: mean [95%% interval] of %s over seeds per stream; ks p: two-sample KS between the "
+	       "streams\n\n", mn);
+	printf("%-13s %-6s %2s %6s  %-30s", "regime", "codec", "b", "bits/v", hsq_rng_name(p->streams[0]));
+	if (p->n_streams == 2)
+		printf(" %-30s %6s", hsq_rng_name(p->streams[1]), "ks p");
+	printf("  %9s %9s %9s\n", "relmse", "dir_err", "attn_err");
+	for (int rg = 0; rg < p->n_regimes; rg++) {
+		for (int cd = 0; cd < p->n_codecs; cd++) {
+			for (int bt = 0; bt < p->n_bits; bt++) {
+				const cell_stats *c = cell_at(r, rg, cd, bt);
+				const hsq_summary *s0 = &c->sum[0][metric];
+				printf("%-13s %-6s %2d %6.3f  %9.3e [%8.2e,%8.2e]", hsq_regime_name(p->regimes[rg]),
+				       hsq_codec_kind_name(p->codecs[cd]), p->bits[bt], c->bpv, s0->mean, s0->ci_lo,
+				       s0->ci_hi);
+				if (p->n_streams == 2) {
+					const hsq_summary *s1 = &c->sum[1][metric];
+					printf(" %9.3e [%8.2e,%8.2e] %6.3f", s1->mean, s1->ci_lo, s1->ci_hi,
+					       c->ks[metric].p_value);
+				}
+				printf("  %9.3e %9.3e %9.3e\n", c->sum[0][HSQ_METRIC_RELMSE].mean,
+				       c->sum[0][HSQ_METRIC_DIR_ERR].mean, c->sum[0][HSQ_METRIC_ATTN_ERR].mean);
+			}
+		}
+		double deff = hsq_study_mean_deff(r->study, 0, rg);
+		if (deff > 0)
+			printf("%-13s mean d_eff of the K calibration: %.1f of %d\n", "", deff, p->shape.dim);
+	}
+	int ks_low = 0, ks_n = 0;
+	for (size_t i = 0; p->n_streams == 2 && i < (size_t)p->n_regimes * p->n_codecs * p->n_bits; i++) {
+		ks_n++;
+		ks_low += r->cells[i].ks[metric].p_value < 0.01;
+	}
+	if (ks_n)
+		printf("\nstreams: %d of %d cells differ at KS p < 0.01 on %s (about %.1f expected by chance)\n",
+		       ks_low, ks_n, mn, 0.01 * ks_n);
+	printf("\nfindings (%s stream%s):\n", hsq_rng_name(p->streams[0]),
+	       p->n_streams == 2 ? "; the verdict on the other stream in parentheses" : "");
+	for (int f = 0; f < HSQ_N_FINDINGS; f++) {
+		const hsq_finding *a = &r->findings[0][f];
+		printf("  %-14s %s: %s", verdict_word(a->verdict), a->id, a->claim);
+		if (p->n_streams == 2)
+			printf(" (%s)", verdict_word(r->findings[1][f].verdict));
+		printf("\n  %-14s %s\n", "", a->evidence);
+	}
+}
+
+static FILE *open_out(const char *prefix, const char *ext, char *path, size_t cap)
+{
+	snprintf(path, cap, "%s.%s", prefix, ext);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		cli_die(PROG, EXIT_FAILURE_RUNTIME, "cannot write %s: %s", path, strerror(errno));
+	return f;
+}
+
+static void close_out(FILE *f, const char *path)
+{
+	if (ferror(f) | fclose(f))
+		cli_die(PROG, EXIT_FAILURE_RUNTIME, "cannot write %s: %s", path, strerror(errno));
+}
+
+/* %.6g, or an empty field / null for a value that is not finite. */
+static void put_num(FILE *f, double v, const char *missing)
+{
+	if (isfinite(v))
+		fprintf(f, "%.6g", v);
+	else
+		fputs(missing, f);
+}
+
+static void write_csv(const report *r, const char *prefix)
+{
+	const hsq_study_params *p = r->p;
+	char path[4096];
+	FILE *f = open_out(prefix, "csv", path, sizeof path);
+	fprintf(f, "regime,codec,bits,bits_per_value,metric");
+	for (int s = 0; s < p->n_streams; s++) {
+		const char *n = hsq_rng_name(p->streams[s]);
+		fprintf(f, ",%s_mean,%s_sd,%s_ci_lo,%s_ci_hi", n, n, n, n);
+	}
+	fprintf(f, ",ks_d,ks_p\n");
+	for (int rg = 0; rg < p->n_regimes; rg++)
+		for (int cd = 0; cd < p->n_codecs; cd++)
+			for (int bt = 0; bt < p->n_bits; bt++) {
+				const cell_stats *c = cell_at(r, rg, cd, bt);
+				for (int m = 0; m < HSQ_N_METRICS; m++) {
+					fprintf(f, "%s,%s,%d,%.6g,%s", hsq_regime_name(p->regimes[rg]),
+						hsq_codec_kind_name(p->codecs[cd]), p->bits[bt], c->bpv,
+						hsq_metric_name((hsq_metric)m));
+					for (int s = 0; s < p->n_streams; s++) {
+						const hsq_summary *su = &c->sum[s][m];
+						double v[4] = { su->mean, su->sd, su->ci_lo, su->ci_hi };
+						for (int k = 0; k < 4; k++) {
+							fputc(',', f);
+							put_num(f, v[k], "");
+						}
+					}
+					fputc(',', f);
+					put_num(f, c->ks[m].d, "");
+					fputc(',', f);
+					put_num(f, c->ks[m].p_value, "");
+					fputc('\n', f);
+				}
+			}
+	close_out(f, path);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
+static void write_json(const report *r, const char *prefix)
+{
+	const hsq_study_params *p = r->p;
+	char path[4096];
+	FILE *f = open_out(prefix, "json", path, sizeof path);
+	fprintf(f, "{\"tool\":\"hsq-eval\",\"subcommand\":\"codecs\",\"version\":");
+	json_str(f, hsq_version());
+	fprintf(f, ",\"seconds\":%.3f,\n\"params\":{\"seeds\":%d,\"base_seed\":%llu,\"dim\":%d,\"tokens\":%d,"
+		   "\"queries\":%d,\"calib\":%d,\"score_std\":%g,\"gap_ratio\":%g,\"tail_bits\":%d,"
+		   "\"max_bits\":%d,\"joint_calib\":%s,\"streams\":[",
+		r->seconds, p->n_seeds, (unsigned long long)p->base_seed, p->shape.dim, p->shape.n_test,
+		p->shape.n_query, p->shape.n_calib, p->shape.score_std, p->calib.gap_ratio, p->calib.tail_bits,
+		p->calib.max_bits, p->joint_calib ? "true" : "false");
+	for (int s = 0; s < p->n_streams; s++)
+		fprintf(f, "%s\"%s\"", s ? "," : "", hsq_rng_name(p->streams[s]));
+	fprintf(f, "]},\n\"regimes\":[");
+	for (int rg = 0; rg < p->n_regimes; rg++) {
+		fprintf(f, "%s{\"name\":\"%s\",\"description\":", rg ? "," : "", hsq_regime_name(p->regimes[rg]));
+		json_str(f, hsq_regime_description(p->regimes[rg]));
+		fprintf(f, ",\"mean_deff\":");
+		put_num(f, hsq_study_mean_deff(r->study, 0, rg), "null");
+		fputc('}', f);
+	}
+	fprintf(f, "],\n\"cells\":[\n");
+	int first = 1;
+	for (int rg = 0; rg < p->n_regimes; rg++)
+		for (int cd = 0; cd < p->n_codecs; cd++)
+			for (int bt = 0; bt < p->n_bits; bt++) {
+				const cell_stats *c = cell_at(r, rg, cd, bt);
+				fprintf(f, "%s{\"regime\":\"%s\",\"codec\":\"%s\",\"bits\":%d,\"bits_per_value\":",
+					first ? "" : ",\n", hsq_regime_name(p->regimes[rg]),
+					hsq_codec_kind_name(p->codecs[cd]), p->bits[bt]);
+				first = 0;
+				put_num(f, c->bpv, "null");
+				fprintf(f, ",\"metrics\":{");
+				for (int m = 0; m < HSQ_N_METRICS; m++) {
+					fprintf(f, "%s\"%s\":{", m ? "," : "", hsq_metric_name((hsq_metric)m));
+					for (int s = 0; s < p->n_streams; s++) {
+						const hsq_summary *su = &c->sum[s][m];
+						fprintf(f, "%s\"%s\":{\"mean\":", s ? "," : "", hsq_rng_name(p->streams[s]));
+						put_num(f, su->mean, "null");
+						fprintf(f, ",\"sd\":");
+						put_num(f, su->sd, "null");
+						fprintf(f, ",\"ci\":[");
+						put_num(f, su->ci_lo, "null");
+						fputc(',', f);
+						put_num(f, su->ci_hi, "null");
+						fprintf(f, "]}");
+					}
+					if (p->n_streams == 2) {
+						fprintf(f, ",\"ks\":{\"d\":");
+						put_num(f, c->ks[m].d, "null");
+						fprintf(f, ",\"p\":");
+						put_num(f, c->ks[m].p_value, "null");
+						fputc('}', f);
+					}
+					fputc('}', f);
+				}
+				fprintf(f, "}}");
+			}
+	fprintf(f, "\n],\n\"findings\":[\n");
+	for (int i = 0; i < HSQ_N_FINDINGS; i++) {
+		const hsq_finding *a = &r->findings[0][i];
+		fprintf(f, "%s{\"id\":\"%s\",\"claim\":", i ? ",\n" : "", a->id);
+		json_str(f, a->claim);
+		fprintf(f, ",\"verdicts\":{");
+		for (int s = 0; s < p->n_streams; s++) {
+			fprintf(f, "%s\"%s\":", s ? "," : "", hsq_rng_name(p->streams[s]));
+			json_str(f, verdict_word(r->findings[s][i].verdict));
+		}
+		fprintf(f, "},\"evidence\":");
+		json_str(f, a->evidence);
+		fputc('}', f);
+	}
+	fprintf(f, "\n]}\n");
+	close_out(f, path);
+}
+
+/* One panel per regime: log10 of the mean metric (first stream) against
+ * bits, one line per codec, the 95% interval as whiskers. */
+static void write_svg(const report *r, const char *prefix, hsq_metric metric)
+{
+	static const char *colors[] = { "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e" };
+	const hsq_study_params *p = r->p;
+	const int cols = p->n_regimes < 4 ? p->n_regimes : 4, rows = (p->n_regimes + cols - 1) / cols;
+	const double pw = 300, ph = 240, ml = 58, mr = 12, mt = 28, mb = 40;
+	char path[4096];
+	FILE *f = open_out(prefix, "svg", path, sizeof path);
+	double width = cols * pw, height = rows * ph + 40;
+	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+		   "font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" "
+		   "fill=\"white\"/>\n", width, height);
+	int bmin = 99, bmax = 0;
+	for (int b = 0; b < p->n_bits; b++) {
+		bmin = p->bits[b] < bmin ? p->bits[b] : bmin;
+		bmax = p->bits[b] > bmax ? p->bits[b] : bmax;
+	}
+	if (bmax == bmin)
+		bmax = bmin + 1;
+	for (int rg = 0; rg < p->n_regimes; rg++) {
+		double x0 = (rg % cols) * pw + ml, y0 = (rg / cols) * ph + mt;
+		double w = pw - ml - mr, h = ph - mt - mb;
+		/* y range: whole decades around every positive mean and interval */
+		double lo = INFINITY, hi = -INFINITY;
+		for (int cd = 0; cd < p->n_codecs; cd++)
+			for (int bt = 0; bt < p->n_bits; bt++) {
+				const hsq_summary *s = &cell_at(r, rg, cd, bt)->sum[0][metric];
+				double v[3] = { s->mean, s->ci_lo, s->ci_hi };
+				for (int k = 0; k < 3; k++)
+					if (v[k] > 0 && isfinite(v[k])) {
+						lo = fmin(lo, log10(v[k]));
+						hi = fmax(hi, log10(v[k]));
+					}
+			}
+		if (!isfinite(lo)) {
+			lo = -1;
+			hi = 0;
+		}
+		lo = floor(lo);
+		hi = ceil(hi);
+		if (hi <= lo)
+			hi = lo + 1;
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">%s</text>\n", x0,
+			y0 - 10, hsq_regime_name(p->regimes[rg]));
+		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+			   "stroke=\"#888\"/>\n", x0, y0, w, h);
+		for (int dec = (int)lo; dec <= (int)hi; dec++) {
+			double y = y0 + h - (dec - lo) / (hi - lo) * h;
+			fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+				   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">1e%d</text>\n",
+				x0, x0 + w, y, y, x0 - 4, y + 4, dec);
+		}
+		for (int bt = 0; bt < p->n_bits; bt++) {
+			double x = x0 + (double)(p->bits[bt] - bmin) / (bmax - bmin) * w;
+			fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n", x, y0 + h + 14,
+				p->bits[bt]);
+		}
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">bits per value</text>\n",
+			x0 + w / 2, y0 + h + 30);
+		for (int cd = 0; cd < p->n_codecs; cd++) {
+			const char *col = colors[(p->codecs[cd] - 1) % 5];
+			fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);
+			for (int bt = 0; bt < p->n_bits; bt++) {
+				double m = cell_at(r, rg, cd, bt)->sum[0][metric].mean;
+				if (!(m > 0) || !isfinite(m))
+					continue;
+				double x = x0 + (double)(p->bits[bt] - bmin) / (bmax - bmin) * w;
+				double y = y0 + h - (log10(m) - lo) / (hi - lo) * h;
+				fprintf(f, "%.1f,%.1f ", x, y);
+			}
+			fprintf(f, "\"/>\n");
+			for (int bt = 0; bt < p->n_bits; bt++) {
+				const hsq_summary *s = &cell_at(r, rg, cd, bt)->sum[0][metric];
+				if (!(s->mean > 0) || !isfinite(s->mean))
+					continue;
+				double x = x0 + (double)(p->bits[bt] - bmin) / (bmax - bmin) * w;
+				double y = y0 + h - (log10(s->mean) - lo) / (hi - lo) * h;
+				fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>", x, y, col);
+				if (s->ci_lo > 0 && isfinite(s->ci_hi)) {
+					double ya = y0 + h - (log10(s->ci_lo) - lo) / (hi - lo) * h;
+					double yb = y0 + h - (log10(s->ci_hi) - lo) / (hi - lo) * h;
+					fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>",
+						x, x, ya, yb, col);
+				}
+				fputc('\n', f);
+			}
+		}
+	}
+	double ly = rows * ph + 20;
+	fprintf(f, "<text x=\"10\" y=\"%.1f\">%s (mean, 95%% interval, %s stream):</text>\n", ly,
+		hsq_metric_name(metric), hsq_rng_name(p->streams[0]));
+	for (int cd = 0; cd < p->n_codecs; cd++) {
+		double lx = 260 + cd * 110;
+		fprintf(f, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>"
+			   "<text x=\"%.0f\" y=\"%.1f\">%s</text>\n",
+			lx, lx + 24, ly - 4, ly - 4, colors[(p->codecs[cd] - 1) % 5], lx + 30, ly,
+			hsq_codec_kind_name(p->codecs[cd]));
+	}
+	fprintf(f, "</svg>\n");
+	close_out(f, path);
+}
+
+static int cmd_codecs(int argc, char **argv)
+{
+	codecs_opts o;
+	parse_codecs(argc, argv, &o);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	hsq_study *study = NULL;
+	hsq_status st = hsq_study_run(&o.params, &study);
+	if (st != HSQ_OK)
+		cli_die_status(PROG, st == HSQ_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAILURE_RUNTIME, st);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	report r;
+	memset(&r, 0, sizeof r);
+	r.study = study;
+	r.p = hsq_study_get_params(study);
+	r.seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+	r.cells = calloc((size_t)r.p->n_regimes * r.p->n_codecs * r.p->n_bits, sizeof *r.cells);
+	if (!r.cells)
+		cli_die(PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+	compute_report(&r);
+	for (int s = 0; s < r.p->n_streams; s++)
+		if ((st = hsq_study_findings(study, s, r.findings[s])) != HSQ_OK)
+			cli_die_status(PROG, EXIT_FAILURE_RUNTIME, st);
+	write_csv(&r, o.prefix);
+	write_json(&r, o.prefix);
+	write_svg(&r, o.prefix, o.metric);
+	if (!o.quiet) {
+		print_table(&r, o.metric);
+		printf("\nwrote %s.csv, %s.json, %s.svg\n", o.prefix, o.prefix, o.prefix);
+	}
+	if (fflush(stdout) != 0 || ferror(stdout))
+		cli_die(PROG, EXIT_FAILURE_RUNTIME, "cannot write to standard output: %s", strerror(errno));
+	free(r.cells);
+	hsq_study_free(study);
+	return EXIT_OK;
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+static void main_help(FILE *out)
+{
+	fprintf(out, "usage: hsq-eval SUBCOMMAND [options]\n"
+		     "       hsq-eval SUBCOMMAND --help\n"
+		     "Evaluate hsq's components.\n\nsubcommands:\n");
+	for (const subcommand *s = subcommands; s->name; s++)
+		fprintf(out, "  %-10s %s\n", s->name, s->summary);
+	fprintf(out, "\noptions:\n  -h, --help    show this help and exit\n"
+		     "  --version     print the version and exit\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		cli_usage_error(PROG, "missing subcommand (codecs)");
+	const char *name = argv[1];
+	if (!strcmp(name, "-h") || !strcmp(name, "--help")) {
+		main_help(stdout);
+		return EXIT_OK;
+	}
+	if (!strcmp(name, "--version")) {
+		printf("%s %s\n", PROG, hsq_version());
+		return EXIT_OK;
+	}
+	for (const subcommand *s = subcommands; s->name; s++)
+		if (!strcmp(name, s->name))
+			return s->run(argc - 1, argv + 1);
+	if (name[0] == '-')
+		cli_usage_error(PROG, "option '%s' before the subcommand; options follow it", name);
+	cli_usage_error(PROG, "unknown subcommand '%s' (codecs)", name);
+}

@@ -165,7 +165,7 @@ int main(int argc, char **argv)
 	double t_prompt = now_s() - t1;
 
 	hsq_detok dt = { { 0 }, 0 };
-	char out[256];
+	char out[1024]; /* a token's bytes, or U+FFFD for each invalid byte: 3 x (len + 3) */
 	size_t out_len;
 	long n_gen = 0;
 	double t2 = now_s();
@@ -173,10 +173,10 @@ int main(int argc, char **argv)
 		hsq_token tok = hsq_sampler_sample(sampler, logits, mi.n_vocab);
 		if (!ignore_eos && hsq_token_is_eog(model, tok))
 			break;
-		if (hsq_detok_push(model, &dt, tok, out, sizeof out, &out_len) == HSQ_OK) {
-			fwrite(out, 1, out_len, stdout);
-			fflush(stdout);
-		}
+		if ((st = hsq_detok_push(model, &dt, tok, out, sizeof out, &out_len)))
+			cli_die_status(PROG, EXIT_FAILURE_RUNTIME, st);
+		fwrite(out, 1, out_len, stdout);
+		fflush(stdout);
 		if (++n_gen == n_predict)
 			break;
 		st = hsq_context_eval(ctx, &tok, 1, logits, 0);

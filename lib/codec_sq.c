@@ -17,9 +17,11 @@
  * coordinate. Bits left when every head coordinate is capped are not
  * stored: at large budgets SpectralQuant is smaller than nominal.
  *
- * Coding: y = U (x - mu); the vector's scale s = |x - mu| / sqrt(sum
- * lambda) is stored in fp16; coordinate i is quantized with the Gaussian
- * Lloyd-Max codebook of b_i bits scaled by s sqrt(lambda_i). */
+ * Coding: y = U (x - mu); the vector's scale s = sqrt(sum y_i^2 / sum
+ * lambda_i) over the stored coordinates (b_i > 0) is kept in fp16, and
+ * coordinate i is quantized with the Gaussian Lloyd-Max codebook of b_i
+ * bits scaled by s sqrt(lambda_i). Coordinates without bits decode to the
+ * calibration mean. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -279,7 +281,7 @@ typedef struct sq_impl {
 	float *basis;            /* dim x dim, row i = eigenvector i */
 	float *mean;             /* dim */
 	float *sigma;            /* dim: sqrt(lambda_i) */
-	float inv_sqrt_trace;    /* 1 / sqrt(sum lambda), 0 for a degenerate calibration */
+	float inv_sqrt_coded;    /* 1 / sqrt(sum of lambda over stored coordinates), 0 if none */
 	int *coord;              /* n_fields: eigen-coordinate of each stored field */
 	uint8_t alloc[HSQ_CODEC_MAX_DIM];   /* bits per eigen-coordinate */
 	const hsq_codebook *cb[9];          /* Gaussian codebook per width */
@@ -298,26 +300,29 @@ static void sq_free(void *p)
 	free(im);
 }
 
-static void sq_project(const sq_impl *im, int d, const float *x, float *y, float *norm)
+/* y = U (x - mu), all dim eigen-coordinates. */
+static void sq_project(const sq_impl *im, int d, const float *x, float *y)
 {
 	float xc[HSQ_CODEC_MAX_DIM];
-	double n2 = 0.0;
-	for (int j = 0; j < d; j++) {
+	for (int j = 0; j < d; j++)
 		xc[j] = x[j] - im->mean[j];
-		n2 += (double)xc[j] * xc[j];
-	}
 	for (int i = 0; i < d; i++)
 		y[i] = codec_dotf(im->basis + (size_t)i * d, xc, d);
-	*norm = (float)sqrt(n2);
 }
 
 static void sq_encode(const hsq_codec *c, const float *x, float *side, uint8_t *idx)
 {
 	const sq_impl *im = c->impl;
 	const codec_region *reg = &c->region[0];
-	float y[HSQ_CODEC_MAX_DIM], norm;
-	sq_project(im, c->dim, x, y, &norm);
-	float s16 = codec_round_f16(norm * im->inv_sqrt_trace);
+	float y[HSQ_CODEC_MAX_DIM];
+	sq_project(im, c->dim, x, y);
+	/* The scale measures only the coordinates that are stored: energy in
+	 * zero-bit coordinates is dropped anyway, and leaving it out makes
+	 * re-encoding a decoded vector give back the same codes. */
+	double e2 = 0.0;
+	for (int f = 0; f < reg->n_fields; f++)
+		e2 += (double)y[im->coord[f]] * y[im->coord[f]];
+	float s16 = codec_round_f16((float)(sqrt(e2) * im->inv_sqrt_coded));
 	side[0] = s16;
 	for (int f = 0; f < reg->n_fields; f++) {
 		int i = im->coord[f];
@@ -400,15 +405,16 @@ hsq_status codec_sq_init(hsq_codec *c)
 	im->coord = malloc(sizeof(int) * (size_t)d);
 	if (!im->basis || !im->mean || !im->sigma || !im->coord)
 		return hsq_fail(HSQ_ERR_NOMEM, "sq: out of memory for dimension %d", d);
-	double trace = 0.0;
+	double coded = 0.0;
 	for (int i = 0; i < d; i++) {
 		im->mean[i] = (float)cal->mean[i];
 		im->sigma[i] = (float)sqrt(cal->eval[i]);
-		trace += cal->eval[i];
+		if (im->alloc[i])
+			coded += cal->eval[i];
 	}
 	for (size_t i = 0; i < (size_t)d * d; i++)
 		im->basis[i] = (float)cal->evec[i];
-	im->inv_sqrt_trace = trace > 0.0 ? (float)(1.0 / sqrt(trace)) : 0.0f;
+	im->inv_sqrt_coded = coded > 0.0 ? (float)(1.0 / sqrt(coded)) : 0.0f;
 	static const float zero_level[1] = {0.0f};
 	im->level_sets[0] = zero_level;
 	for (int b = 1; b <= 8; b++) {

@@ -398,6 +398,13 @@ double hsq_study_bits_per_value(const hsq_study *s, int st, int rg, int cd, int 
 	return sum / s->p.n_seeds;
 }
 
+const double *hsq_study_deff(const hsq_study *s, int st, int rg)
+{
+	if (!cell_ok(s, st, rg, 0, 0))
+		return NULL;
+	return s->deff + ((size_t)st * s->p.n_regimes + rg) * s->p.n_seeds;
+}
+
 double hsq_study_mean_deff(const hsq_study *s, int st, int rg)
 {
 	if (!cell_ok(s, st, rg, 0, 0))

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "dequant.h"
+#include "dequant_k.h"
 #include "fp16.h"
 #include "ggml_types.h"
 
@@ -106,6 +107,13 @@ int dequant_row(uint32_t type, const void *src, float *dst, int64_t n)
 	case GGML_TYPE_Q4_0: dequant_q4_0(b, dst, n); return 0;
 	case GGML_TYPE_Q4_1: dequant_q4_1(b, dst, n); return 0;
 	case GGML_TYPE_Q8_0: dequant_q8_0(b, dst, n); return 0;
+	case GGML_TYPE_Q5_0: return dequant_q5_0(b, dst, n);
+	case GGML_TYPE_Q5_1: return dequant_q5_1(b, dst, n);
+	case GGML_TYPE_Q2_K: return dequant_q2_k(b, dst, n);
+	case GGML_TYPE_Q3_K: return dequant_q3_k(b, dst, n);
+	case GGML_TYPE_Q4_K: return dequant_q4_k(b, dst, n);
+	case GGML_TYPE_Q5_K: return dequant_q5_k(b, dst, n);
+	case GGML_TYPE_Q6_K: return dequant_q6_k(b, dst, n);
 	default: return -1;
 	}
 }

@@ -463,7 +463,9 @@ const double *hsq_study_samples(const hsq_study *study, int stream, int regime, 
  * leave bits unused when every head coordinate reached max_bits). */
 double hsq_study_bits_per_value(const hsq_study *study, int stream, int regime, int codec,
 				int bits);
-/* Mean d_eff of the K-path calibration of a regime (0 if SQ was not run). */
+/* d_eff of the K-path calibration of a regime: per seed (n_seeds values,
+ * or NULL for a bad index) and its mean; 0 when SQ was not run. */
+const double *hsq_study_deff(const hsq_study *study, int stream, int regime);
 double hsq_study_mean_deff(const hsq_study *study, int stream, int regime);
 
 typedef struct hsq_summary {

@@ -55,7 +55,7 @@ static hsq_status get_weight(const hsq_model *m, const char *name, int64_t rows,
 				(long long)cols, (long long)rows);
 	if (!dequant_supported(t->type))
 		return hsq_fail(HSQ_ERR_UNSUPPORTED,
-				"%s: tensor '%s' has type %s, which hsq cannot read yet (supported: F32 F16 BF16 Q4_0 Q4_1 Q8_0)",
+				"%s: tensor '%s' has type %s, which hsq cannot read yet (supported: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K)",
 				m->gguf->path, name, ggml_traits(t->type)->name);
 	w->data = t->data;
 	w->type = t->type;

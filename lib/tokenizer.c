@@ -148,6 +148,8 @@ static uint32_t hash_pair(uint32_t a, uint32_t b)
 
 static int32_t str_lookup(const hsq_tokenizer *t, const char *s, size_t n)
 {
+	if (!t->str_slots)
+		return -1;
 	uint32_t h = hash_bytes(s, n);
 	for (uint32_t i = h & t->str_mask;; i = (i + 1) & t->str_mask) {
 		const str_slot *sl = &t->str_slots[i];
@@ -219,9 +221,8 @@ static hsq_status str_reserve(hsq_tokenizer *t)
 	return HSQ_OK;
 }
 
-/* Interns s. For tokens (as_token) the slot is repointed to the newest id,
- * because llama.cpp's token_to_id keeps the last duplicate. */
-static hsq_status str_intern(hsq_tokenizer *t, const char *s, size_t n, int as_token, uint32_t *id)
+/* Interns s: its id, new or existing, in *id. */
+static hsq_status str_intern(hsq_tokenizer *t, const char *s, size_t n, uint32_t *id)
 {
 	uint32_t h = hash_bytes(s, n);
 	hsq_status st = str_reserve(t);
@@ -234,11 +235,8 @@ static hsq_status str_intern(hsq_tokenizer *t, const char *s, size_t n, int as_t
 			break;
 		uint32_t v = sl->id1 - 1;
 		if (sl->hash == h && t->str_len[v] == n && memcmp(t->pool + t->str_off[v], s, n) == 0) {
-			if (!as_token) {
-				*id = v;
-				return HSQ_OK;
-			}
-			break;
+			*id = v;
+			return HSQ_OK;
 		}
 	}
 	uint32_t nid = t->n_str;
@@ -270,6 +268,11 @@ static uint32_t pow2_at_least(uint64_t n)
 }
 
 /* ------------------------------------------------------------ loading */
+
+static hsq_status oom(void)
+{
+	return hsq_fail(HSQ_ERR_NOMEM, "out of memory building the tokenizer");
+}
 
 static const char *tok_text(const hsq_tokenizer *t, int32_t id)
 {
@@ -352,7 +355,12 @@ static hsq_status load_tokens(hsq_tokenizer *t, const gguf_file *f)
 		if (s.len > UINT32_MAX)
 			return hsq_fail(HSQ_ERR_FORMAT, "%s: token %u is %llu bytes long", f->path, i,
 					(unsigned long long)s.len);
-		if ((st = str_intern(t, s.ptr, (size_t)s.len, 1, &id)))
+		/* llama.cpp asserts on this (token_to_id would lose an id). */
+		int32_t dup = str_lookup(t, s.ptr, (size_t)s.len);
+		if (dup >= 0)
+			return hsq_fail(HSQ_ERR_FORMAT, "%s: tokens %d and %u have the same text; the vocabulary is corrupt",
+					f->path, dup, i);
+		if ((st = str_intern(t, s.ptr, (size_t)s.len, &id)))
 			return st;
 		if (id != i)
 			return hsq_fail(HSQ_ERR_INTERNAL, "token %u interned as %u; please report", i, id);
@@ -420,7 +428,7 @@ static hsq_status load_merges(hsq_tokenizer *t, const gguf_file *f)
 		size_t la = (size_t)(sp - s.ptr), lb = (size_t)s.len - la - 1;
 		if (la + lb > UINT32_MAX)
 			return hsq_fail(HSQ_ERR_FORMAT, "%s: merge %u is too long", f->path, rank);
-		if ((st = str_intern(t, s.ptr, la, 0, &a)) || (st = str_intern(t, sp + 1, lb, 0, &b)))
+		if ((st = str_intern(t, s.ptr, la, &a)) || (st = str_intern(t, sp + 1, lb, &b)))
 			return st;
 		/* The pair's text, interned too: the id BPE gives the merged
 		 * symbol (pieces of s are not contiguous without the space). */
@@ -429,7 +437,7 @@ static hsq_status load_merges(hsq_tokenizer *t, const gguf_file *f)
 			return hsq_fail(HSQ_ERR_NOMEM, "out of memory reading merges");
 		memcpy(cat, s.ptr, la);
 		memcpy(cat + la, sp + 1, lb);
-		st = str_intern(t, cat, la + lb, 0, &r);
+		st = str_intern(t, cat, la + lb, &r);
 		if (cat != stack)
 			free(cat);
 		if (st)
@@ -478,10 +486,9 @@ static void classify_specials(hsq_tokenizer *t, hsq_token eot, hsq_token eom, hs
 	int n = t->n_vocab;
 
 	/* llama.cpp walks an unordered_map and takes the first hit; we take
-	 * the lowest id, which agrees whenever only one candidate exists. Only
-	 * the canonical id of a duplicated text is visible, as in token_to_id. */
+	 * the lowest id, which agrees whenever only one candidate exists. */
 	for (int32_t id = 0; id < n; id++) {
-		if (!name_candidate(t, id) || str_lookup(t, tok_text(t, id), t->str_len[id]) != id)
+		if (!name_candidate(t, id))
 			continue;
 		if (eot < 0 && tok_is_any(t, id, eot_names)) {
 			eot = id;
@@ -507,7 +514,7 @@ static void classify_specials(hsq_tokenizer *t, hsq_token eot, hsq_token eom, hs
 		if (fim[k] >= 0)
 			t->eog[fim[k]] = 1;
 	for (int32_t id = 0; id < n; id++) {
-		if (!name_candidate(t, id) || str_lookup(t, tok_text(t, id), t->str_len[id]) != id)
+		if (!name_candidate(t, id))
 			continue;
 		if (tok_is_any(t, id, eog_names)) {
 			t->eog[id] = 1;
@@ -623,15 +630,19 @@ static hsq_status build_pieces(hsq_tokenizer *t)
 
 	t->piece_off = malloc(sizeof *t->piece_off * (size_t)t->n_vocab);
 	t->piece_len = malloc(sizeof *t->piece_len * (size_t)t->n_vocab);
-	if (!t->piece_off || !t->piece_len)
-		goto nomem;
+	if (!t->piece_off || !t->piece_len) {
+		st = oom();
+		goto done;
+	}
 	for (int32_t id = 0; id < t->n_vocab; id++) {
 		const uint8_t *s = (const uint8_t *)tok_text(t, id);
 		size_t n = t->str_len[id], start = sb.n;
 		uint8_t a = t->attr[id];
 		if (a & (ATTR_UNKNOWN | ATTR_CONTROL | ATTR_USER_DEFINED)) {
-			if (sb_put(&sb, s, n))
-				goto nomem;
+			if (sb_put(&sb, s, n)) {
+				st = oom();
+				goto done;
+			}
 		} else if (a & ATTR_NORMAL) {
 			for (size_t i = 0; i < n;) {
 				size_t adv;
@@ -640,8 +651,10 @@ static hsq_status build_pieces(hsq_tokenizer *t)
 				i += adv;
 				if (b >= 0) {
 					uint8_t c = (uint8_t)b;
-					if (sb_put(&sb, &c, 1))
-						goto nomem;
+					if (sb_put(&sb, &c, 1)) {
+						st = oom();
+						goto done;
+					}
 					continue;
 				}
 				/* llama_decode_text's marker for a character outside
@@ -652,8 +665,10 @@ static hsq_status build_pieces(hsq_tokenizer *t)
 				size_t un = uni_encode(cpt, u), hn = strlen(hex);
 				for (size_t k = 0; k < un; k++)
 					hn += (size_t)snprintf(hex + hn, sizeof hex - hn, "%02x", u[k]);
-				if (sb_put(&sb, hex, hn) || sb_put(&sb, s, n) || sb_put(&sb, "]", 1))
-					goto nomem;
+				if (sb_put(&sb, hex, hn) || sb_put(&sb, s, n) || sb_put(&sb, "]", 1)) {
+					st = oom();
+					goto done;
+				}
 			}
 		} else if (a & ATTR_BYTE) {
 			/* "<0xAB>": the byte is the two hex digits at offset 3. */
@@ -663,8 +678,10 @@ static hsq_status build_pieces(hsq_tokenizer *t)
 			if (n > 4)
 				hx[1] = (char)s[4];
 			uint8_t c = (uint8_t)strtol(hx, NULL, 16);
-			if (sb_put(&sb, &c, 1))
-				goto nomem;
+			if (sb_put(&sb, &c, 1)) {
+				st = oom();
+				goto done;
+			}
 		}
 		if (sb.n > UINT32_MAX) {
 			st = hsq_fail(HSQ_ERR_FORMAT, "decoded vocabulary exceeds 4 GiB; the file is corrupt");
@@ -672,14 +689,13 @@ static hsq_status build_pieces(hsq_tokenizer *t)
 		}
 		t->piece_off[id] = (uint32_t)start;
 		t->piece_len[id] = (uint32_t)(sb.n - start);
-		if (sb_put(&sb, "", 1)) /* NUL after each piece */
-			goto nomem;
+		if (sb_put(&sb, "", 1)) { /* NUL after each piece */
+			st = oom();
+			goto done;
+		}
 	}
 	t->pieces = sb.p;
 	sb.p = NULL;
-	goto done;
-nomem:
-	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory building the tokenizer");
 done:
 	free(sb.p);
 	return st;
@@ -860,8 +876,10 @@ hsq_status tokenizer_load(const gguf_file *f, hsq_tokenizer **out)
 	}
 	t->merge_mask = pow2_at_least(2 * n_merges) - 1;
 	t->merges = malloc(sizeof *t->merges * ((size_t)t->merge_mask + 1));
-	if (!t->merges)
-		goto nomem;
+	if (!t->merges) {
+		st = oom();
+		goto fail;
+	}
 	for (size_t i = 0; i <= t->merge_mask; i++)
 		t->merges[i].rank = UINT32_MAX;
 
@@ -869,8 +887,10 @@ hsq_status tokenizer_load(const gguf_file *f, hsq_tokenizer **out)
 		goto fail;
 	t->attr = malloc((size_t)t->n_vocab);
 	t->eog = calloc((size_t)t->n_vocab, 1);
-	if (!t->attr || !t->eog)
-		goto nomem;
+	if (!t->attr || !t->eog) {
+		st = oom();
+		goto fail;
+	}
 	if ((st = load_types(t, f)) || (st = load_merges(t, f)))
 		goto fail;
 
@@ -903,8 +923,10 @@ hsq_status tokenizer_load(const gguf_file *f, hsq_tokenizer **out)
 
 	classify_specials(t, eot, eom, fim);
 	t->specials = malloc(sizeof *t->specials * (size_t)t->n_vocab);
-	if (!t->specials)
-		goto nomem;
+	if (!t->specials) {
+		st = oom();
+		goto fail;
+	}
 	for (int32_t id = 0; id < t->n_vocab; id++)
 		if (t->attr[id] & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN))
 			t->specials[t->n_specials++] = id;
@@ -925,15 +947,15 @@ hsq_status tokenizer_load(const gguf_file *f, hsq_tokenizer **out)
 			goto fail;
 		}
 		t->chat_template = malloc((size_t)tmpl.len + 1);
-		if (!t->chat_template)
-			goto nomem;
+		if (!t->chat_template) {
+			st = oom();
+			goto fail;
+		}
 		memcpy(t->chat_template, tmpl.ptr, (size_t)tmpl.len);
 		t->chat_template[tmpl.len] = '\0';
 	}
 	*out = t;
 	return HSQ_OK;
-nomem:
-	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory building the tokenizer for %s", f->path);
 fail:
 	tokenizer_free(t);
 	return st;
@@ -1338,8 +1360,10 @@ static hsq_status partition(const hsq_tokenizer *t, const char *text, size_t len
 	frag *a = malloc(cap * sizeof *a), *b = malloc(cap * sizeof *b);
 	hsq_status st = HSQ_OK;
 
-	if (!a || !b)
-		goto nomem;
+	if (!a || !b) {
+		st = nomem();
+		goto done;
+	}
 	a[0] = (frag){0, len, -1};
 	for (int k = 0; k < t->n_specials; k++) {
 		int32_t sp = t->specials[k];
@@ -1357,12 +1381,16 @@ static hsq_status partition(const hsq_tokenizer *t, const char *text, size_t len
 				if (nb + 3 > cap) {
 					size_t ncap = 2 * cap;
 					frag *na = realloc(a, ncap * sizeof *na);
-					if (!na)
-						goto nomem;
+					if (!na) {
+						st = nomem();
+						goto done;
+					}
 					a = na;
 					frag *nbp = realloc(b, ncap * sizeof *nbp);
-					if (!nbp)
-						goto nomem;
+					if (!nbp) {
+						st = nomem();
+						goto done;
+					}
 					b = nbp;
 					cap = ncap;
 				}
@@ -1388,12 +1416,10 @@ static hsq_status partition(const hsq_tokenizer *t, const char *text, size_t len
 		b = tmp;
 		n = nb;
 	}
-	free(b);
 	*out = a;
 	*n_out = n;
-	return HSQ_OK;
-nomem:
-	st = nomem();
+	a = NULL;
+done:
 	free(a);
 	free(b);
 	return st;

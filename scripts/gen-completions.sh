@@ -14,11 +14,14 @@
 # What an option's value completes to is derived, not listed by hand:
 #   - a literal lowercase value in the usage line ("--mode full", "--x a|b")
 #     or a list in the help text ("one of a, b, c", "{a,b,c}"): those words;
+#   - a comma-separated LIST whose help names the items ("codecs: a,b,c"):
+#     those words, several of them separated by commas;
 #   - an argument placeholder with an extension in the usage line
 #     ("-o OUT.hsq"): files with that extension;
 #   - MODEL (usage) or --model: *.gguf; SNAPSHOT (usage) or --snapshot: *.hsq;
 #   - FILE/PATH/...: any file; DIR: directories; anything else: no completion.
-# Positional words of the usage line complete the same way (FILE.hsq: *.hsq).
+# Positional words of the usage line complete the same way (FILE.hsq: *.hsq;
+# CORPUS...: any file; TEXT, N: nothing).
 #
 # The output is deterministic (tools sorted by name), so tests/cli/docs.sh
 # regenerates it and diffs it against the committed files.
@@ -41,12 +44,12 @@ TAB=$(printf '\t')
 describe() {
 	tool=$1 sub=$2
 	shift 2
-	if ! "$@" --help >"$tmp/help" 2>/dev/null; then
+	if ! "$@" --help >"$tmp/help" 2>/dev/null </dev/null; then
 		echo "gen-completions: '$*' --help failed" >&2
 		return 1
 	fi
 	: >"$tmp/dump"
-	if "$@" --dump-options >"$tmp/dump.raw" 2>/dev/null &&
+	if "$@" --dump-options >"$tmp/dump.raw" 2>/dev/null </dev/null &&
 		[ -s "$tmp/dump.raw" ] &&
 		! grep -Ev "^--[A-Za-z0-9][-A-Za-z0-9_]*${TAB}(-[A-Za-z0-9]| )?${TAB}[^${TAB}]*\$" "$tmp/dump.raw" >/dev/null; then
 		cp "$tmp/dump.raw" "$tmp/dump"
@@ -108,6 +111,9 @@ function kind_of(long, short, arg, desc,    ph, k, m, w) {
 	if (short != "-" && (short in placeholder)) ph = placeholder[short]
 	if (long != "-" && (("--" long) in placeholder)) ph = placeholder["--" long]
 	if (ph ~ /^[a-z0-9][-a-z0-9_.|]*$/) { w = ph; gsub(/\|/, " ", w); return "words:" w }
+	if (match(desc, /: [a-z0-9][-a-z0-9_]*(,[a-z0-9][-a-z0-9_]*)+/) && (arg ~ /LIST/ || desc ~ /comma/)) {
+		w = substr(desc, RSTART + 2, RLENGTH - 2); gsub(/,/, " ", w); return "list:" w
+	}
 	if (match(desc, /one of:? [a-z0-9][-a-z0-9_]*(, [a-z0-9][-a-z0-9_]*)*(,? or [a-z0-9][-a-z0-9_]*)?/)) {
 		w = substr(desc, RSTART, RLENGTH); sub(/^one of:? /, "", w); gsub(/,? or |, /, " ", w); return "words:" w
 	}
@@ -179,9 +185,14 @@ END {
 		kind = oarg[k] == "-" ? "-" : kind_of(long, short, oarg[k], odesc[k])
 		printf "O\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tool, clean(sub_), long, short, oarg[k], kind, clean(odesc[k])
 	}
+	# A dispatcher's positional is its subcommand, completed from the S records.
+	if (sub_ == "" && n_subs) n_pos = 0
 	for (i = 1; i <= n_pos; i++) {
 		w = pos[i]; sub(/\.\.\.$/, "", w)
-		printf "P\t%s\t%s\t%s\t%s\n", tool, clean(sub_), kind_of_word(w, ""), pos[i]
+		k = kind_of_word(w, "")
+		# Positionals are files unless their name says otherwise.
+		if (k == "none" && w !~ /^(TEXT|STRING|WORD|N|NUM|NUMBER|COUNT|COMMAND|SUBCOMMAND|NAME)$/) k = "file"
+		printf "P\t%s\t%s\t%s\t%s\n", tool, clean(sub_), k, pos[i]
 	}
 	if (sub_ == "")
 		for (i = 1; i <= n_subs; i++)
@@ -230,7 +241,7 @@ END {
 	print "# _hsq_table TOOL [SUB]: sets _hsq_opts (every option), _hsq_args (\"opt=kind\""
 	print "# for options that take a value), _hsq_pos (what positionals complete to)"
 	print "# and _hsq_subs (subcommands). Kinds: gguf, hsq, ext:X, file, dir,"
-	print "# words:a,b (values), none."
+	print "# words:a,b (one of the values), list:a,b (several, comma-separated), none."
 	print "_hsq_table() {"
 	print "\t_hsq_opts= _hsq_args= _hsq_pos=none _hsq_subs="
 	print "\tcase \"$*\" in"
@@ -291,6 +302,12 @@ _hsq_value() {
 		local w=${1#words:}
 		COMPREPLY=($(compgen -W "${w//,/ }" -- "$cur"))
 		;;
+	list:*)
+		local w=${1#list:} done=
+		[[ $cur == *,* ]] && done=${cur%,*},
+		compopt -o nospace 2>/dev/null
+		COMPREPLY=($(compgen -P "$done" -W "${w//,/ }" -- "${cur##*,}"))
+		;;
 	*) COMPREPLY=() ;;
 	esac
 }
@@ -306,6 +323,10 @@ _hsq() {
 		prev=${COMP_WORDS[COMP_CWORD - 2]}
 	fi
 	_hsq_table "$tool"
+	if [[ -z $_hsq_opts && -z $_hsq_subs ]]; then
+		_hsq_files # a tool newer than this file: files at least
+		return 0
+	fi
 	if [[ -n $_hsq_subs ]]; then
 		for ((i = 1; i < COMP_CWORD; i++)); do
 			for w in $_hsq_subs; do
@@ -347,6 +368,7 @@ function action(kind,    w) {
 	if (kind == "file") return "_files"
 	if (kind == "dir") return "_files -/"
 	if (kind ~ /^words:/) { w = substr(kind, 7); return "(" w ")" }
+	if (kind ~ /^list:/) { w = substr(kind, 6); return "_values -s , item " w }
 	return " "
 }
 function fname(key) { gsub(/[^A-Za-z0-9]+/, "_", key); return "_" key }

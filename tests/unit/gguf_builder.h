@@ -13,7 +13,7 @@ typedef struct gbuf {
 	size_t n, cap;
 } gbuf;
 
-static void gb_put(gbuf *b, const void *d, size_t n)
+static inline void gb_put(gbuf *b, const void *d, size_t n)
 {
 	if (b->n + n > b->cap) {
 		b->cap = (b->n + n) * 2 + 64;
@@ -22,10 +22,10 @@ static void gb_put(gbuf *b, const void *d, size_t n)
 	memcpy(b->p + b->n, d, n);
 	b->n += n;
 }
-static void gb_u32(gbuf *b, uint32_t v) { gb_put(b, &v, 4); }
-static void gb_u64(gbuf *b, uint64_t v) { gb_put(b, &v, 8); }
-static void gb_str(gbuf *b, const char *s) { gb_u64(b, strlen(s)); gb_put(b, s, strlen(s)); }
-static void gb_pad(gbuf *b, size_t align)
+static inline void gb_u32(gbuf *b, uint32_t v) { gb_put(b, &v, 4); }
+static inline void gb_u64(gbuf *b, uint64_t v) { gb_put(b, &v, 8); }
+static inline void gb_str(gbuf *b, const char *s) { gb_u64(b, strlen(s)); gb_put(b, s, strlen(s)); }
+static inline void gb_pad(gbuf *b, size_t align)
 {
 	static const uint8_t zero[64];
 	while (b->n % align)
@@ -33,12 +33,12 @@ static void gb_pad(gbuf *b, size_t align)
 }
 
 /* Key-value helpers: key, type, value. */
-static void kv_u32(gbuf *b, const char *k, uint32_t v) { gb_str(b, k); gb_u32(b, 4); gb_u32(b, v); }
-static void kv_f32(gbuf *b, const char *k, float v) { gb_str(b, k); gb_u32(b, 6); gb_put(b, &v, 4); }
-static void kv_str(gbuf *b, const char *k, const char *v) { gb_str(b, k); gb_u32(b, 8); gb_str(b, v); }
+static inline void kv_u32(gbuf *b, const char *k, uint32_t v) { gb_str(b, k); gb_u32(b, 4); gb_u32(b, v); }
+static inline void kv_f32(gbuf *b, const char *k, float v) { gb_str(b, k); gb_u32(b, 6); gb_put(b, &v, 4); }
+static inline void kv_str(gbuf *b, const char *k, const char *v) { gb_str(b, k); gb_u32(b, 8); gb_str(b, v); }
 
 /* A tensor info entry: name, dims, type, offset. */
-static void tensor_info(gbuf *b, const char *name, uint32_t n_dims, const uint64_t *ne, uint32_t type, uint64_t off)
+static inline void tensor_info(gbuf *b, const char *name, uint32_t n_dims, const uint64_t *ne, uint32_t type, uint64_t off)
 {
 	gb_str(b, name);
 	gb_u32(b, n_dims);
@@ -48,7 +48,7 @@ static void tensor_info(gbuf *b, const char *name, uint32_t n_dims, const uint64
 	gb_u64(b, off);
 }
 
-static int write_file(const char *path, const void *d, size_t n)
+static inline int write_file(const char *path, const void *d, size_t n)
 {
 	FILE *f = fopen(path, "wb");
 	if (!f)

@@ -335,6 +335,7 @@ struct tiny_opts {
 	int n_types;   /* entries in token_type (N_TINY unless testing a mismatch) */
 	uint32_t bos;  /* tokenizer.ggml.bos_token_id */
 	int bad_merge; /* add merges naming strings that are no tokens */
+	int dup;       /* give two tokens the same text */
 };
 
 static char *tiny_text[N_TINY];
@@ -367,6 +368,10 @@ static hsq_status tiny_load(const struct tiny_opts *o, gguf_file **f, hsq_tokeni
 	uint64_t n_kv = 7 + (o->tmpl != NULL);
 
 	tiny_vocab();
+	if (o->dup) {
+		free(tiny_text[T_HE]);
+		tiny_text[T_HE] = strdup("ll");
+	}
 	for (int i = 0; i < N_TINY; i++)
 		types[i] = i >= T_IM_START ? 3 : 1;
 	gb_u32(&b, 0x46554747u);
@@ -458,6 +463,10 @@ Test(tokenizer_meta, refuses_unsupported_and_damaged)
 	o = (struct tiny_opts){.n_types = N_TINY - 1};
 	cr_expect_eq(tiny_load(&o, &f, &t), HSQ_ERR_FORMAT);
 	cr_expect(strstr(hsq_last_error(), "token_type"), "%s", hsq_last_error());
+
+	o = (struct tiny_opts){.dup = 1};
+	cr_expect_eq(tiny_load(&o, &f, &t), HSQ_ERR_FORMAT);
+	cr_expect(strstr(hsq_last_error(), "same text"), "%s", hsq_last_error());
 
 	o = (struct tiny_opts){.bos = N_TINY + 5};
 	cr_expect_eq(tiny_load(&o, &f, &t), HSQ_ERR_FORMAT);

@@ -39,7 +39,7 @@ if have_model; then
 	run "$D" -m "$TMP/bad/empty.gguf" -p hi; expect "empty model file exits 3" 3 "not a GGUF file"
 	run "$D" -m "$TMP/bad/truncated.gguf" -p hi; expect "truncated model exits 3" 3 "truncated|extends past the end"
 	run "$D" -m "$TMP/bad/badarch.gguf" -p hi; expect "unsupported architecture exits 3 naming it" 3 "architecture 'mamba' is not supported"
-	run "$D" -m "$TMP/bad/badtype.gguf" -p hi; expect "unsupported tensor type exits 3 naming it" 3 "token_embd.weight' has type Q5_0"
+	run "$D" -m "$TMP/bad/badtype.gguf" -p hi; expect "unsupported tensor type exits 3 naming it" 3 "token_embd.weight' has type IQ4_NL"
 	run "$D" -m "$TMP/bad/badversion.gguf" -p hi; expect "unsupported GGUF version exits 3" 3 "GGUF version 99"
 	rm -rf "$TMP/bad"
 

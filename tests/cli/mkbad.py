@@ -60,7 +60,7 @@ open(os.path.join(out, "badarch.gguf"), "wb").write(bad)
 bad = bytearray(data)
 for item in walk(data):
     if item[0] == "tensor" and item[1] == "token_embd.weight":
-        struct.pack_into("<I", bad, item[2], 6)  # Q5_0
+        struct.pack_into("<I", bad, item[2], 20)  # IQ4_NL
 open(os.path.join(out, "badtype.gguf"), "wb").write(bad)
 
 bad = bytearray(data)

@@ -412,7 +412,7 @@ def main():
             g += (", numpy agrees" if d < 0 else
                   f", NUMPY DIVERGES at step {d} (llama.cpp gap {gaps[d]:.4f}, numpy gap {np_gaps[d]:.4f})")
         say(g + f" [{time.time() - t0:.0f}s]")
-        rrows.append((name, src, start, n, fnv1a64(s), prel, doc_ids, q_ids, gen, gaps, np_gen, np_gaps))
+        rrows.append((name, src if kind == "corpora" else rel, start, n, fnv1a64(s), prel, doc_ids, q_ids, gen, gaps, np_gen, np_gaps))
     with open(os.path.join(out, "resume.tsv"), "w") as f:
         f.write("# snapshot-resume documents: tokens = tokenize(doc) + tokenize(prompt); greedy as in greedy.tsv\n")
         f.write("# name\tsource\toffset\tlength\tfnv1a64\tprompt\tn_doc\tn_prompt\ttokens\tn_gen\tids\tgaps\tnp_ids\tnp_gaps\n")

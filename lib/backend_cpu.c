@@ -15,9 +15,10 @@
 #include "dequant.h"
 #include "error.h"
 #include "ggml_types.h"
+#include "quant_blocks.h"
 #include "threadpool.h"
 
-typedef float vf16 __attribute__((vector_size(64), aligned(4)));
+typedef hsq_vf16 vf16;
 
 #define ROWS_PER_TASK 16
 #define MAX_THREADS 256
@@ -112,6 +113,91 @@ typedef struct matmul_job {
 	float *scratch; /* per-thread slots of ROWS_PER_TASK * cols floats */
 } matmul_job;
 
+/* Fused kernels for Q4_0/Q4_1/Q8_0: blocks are decoded straight into
+ * registers (quant_blocks.h, the same arithmetic dequant_row uses) and
+ * multiplied into R x T accumulators. Per output the order is the
+ * dot_f32 order (16-lane chunks k = 0, 16, 32, ...), whatever R and T are,
+ * so decode (T = 1) and prefill (T = 4 tiles) agree bit for bit. R and T
+ * are compile-time constants in every call (always_inline + switch). */
+typedef void (*block_decoder)(const uint8_t *b, vf16 *lo, vf16 *hi);
+
+static inline __attribute__((always_inline)) void
+fused_tile(block_decoder decode, size_t block_bytes, const uint8_t *w, size_t row_bytes, int R, const float *x,
+	   int ldx, int T, int n, float *y, int ldy)
+{
+	vf16 acc[4][4] = { { { 0 } } };
+	for (int b = 0; b < n / 32; b++) {
+		vf16 lo[4], hi[4];
+		for (int r = 0; r < R; r++)
+			decode(w + (size_t)r * row_bytes + (size_t)b * block_bytes, &lo[r], &hi[r]);
+		for (int t = 0; t < T; t++) {
+			vf16 x0 = load16(x + (size_t)t * ldx + 32 * b), x1 = load16(x + (size_t)t * ldx + 32 * b + 16);
+			for (int r = 0; r < R; r++) {
+				acc[t][r] += lo[r] * x0;
+				acc[t][r] += hi[r] * x1;
+			}
+		}
+	}
+	for (int t = 0; t < T; t++)
+		for (int r = 0; r < R; r++)
+			y[(size_t)t * ldy + r] = hsum16(acc[t][r]) + 0.0f;
+}
+
+#define DEFINE_FUSED(name, decode, block_bytes)                                                              \
+	static void name(const uint8_t *w, size_t rb, int R, const float *x, int ldx, int T, int n, float *y,   \
+			 int ldy)                                                                               \
+	{                                                                                                       \
+		switch (R * 8 + T) {                                                                            \
+		case 4 * 8 + 4: fused_tile(decode, block_bytes, w, rb, 4, x, ldx, 4, n, y, ldy); break;         \
+		case 4 * 8 + 1: fused_tile(decode, block_bytes, w, rb, 4, x, ldx, 1, n, y, ldy); break;         \
+		case 1 * 8 + 4: fused_tile(decode, block_bytes, w, rb, 1, x, ldx, 4, n, y, ldy); break;         \
+		default: /* R == 1, T == 1 */ fused_tile(decode, block_bytes, w, rb, 1, x, ldx, 1, n, y, ldy);  \
+		}                                                                                               \
+	}
+
+DEFINE_FUSED(fused_q4_0, qb_q4_0, Q4_0_BYTES)
+DEFINE_FUSED(fused_q4_1, qb_q4_1, Q4_1_BYTES)
+DEFINE_FUSED(fused_q8_0, qb_q8_0, Q8_0_BYTES)
+
+typedef void (*fused_fn)(const uint8_t *w, size_t rb, int R, const float *x, int ldx, int T, int n, float *y, int ldy);
+
+static fused_fn fused_for(uint32_t type)
+{
+	switch (type) {
+	case GGML_TYPE_Q4_0: return fused_q4_0;
+	case GGML_TYPE_Q4_1: return fused_q4_1;
+	case GGML_TYPE_Q8_0: return fused_q8_0;
+	default: return NULL;
+	}
+}
+
+/* Rows r0..r0+nr of a fused-type weight against every token. */
+static void matmul_fused(const matmul_job *j, fused_fn fn, int r0, int nr)
+{
+	const hsq_weight *w = j->w;
+	int n = (int)w->cols, ldy = (int)w->rows;
+	const uint8_t *base = w->data + (size_t)r0 * w->row_bytes;
+	int t = 0;
+	for (; t + 4 <= j->n_tok; t += 4) {
+		int r = 0;
+		for (; r + 4 <= nr; r += 4)
+			fn(base + (size_t)r * w->row_bytes, w->row_bytes, 4, j->x + (size_t)t * n, n, 4, n,
+			   j->y + (size_t)t * ldy + r0 + r, ldy);
+		for (; r < nr; r++)
+			fn(base + (size_t)r * w->row_bytes, w->row_bytes, 1, j->x + (size_t)t * n, n, 4, n,
+			   j->y + (size_t)t * ldy + r0 + r, ldy);
+	}
+	for (; t < j->n_tok; t++) {
+		int r = 0;
+		for (; r + 4 <= nr; r += 4)
+			fn(base + (size_t)r * w->row_bytes, w->row_bytes, 4, j->x + (size_t)t * n, n, 1, n,
+			   j->y + (size_t)t * ldy + r0 + r, ldy);
+		for (; r < nr; r++)
+			fn(base + (size_t)r * w->row_bytes, w->row_bytes, 1, j->x + (size_t)t * n, n, 1, n,
+			   j->y + (size_t)t * ldy + r0 + r, ldy);
+	}
+}
+
 static void matmul_task(void *arg, int task, int thread)
 {
 	const matmul_job *j = arg;
@@ -119,6 +205,11 @@ static void matmul_task(void *arg, int task, int thread)
 	int n = (int)w->cols;
 	int r0 = task * ROWS_PER_TASK;
 	int nr = (int)w->rows - r0 < ROWS_PER_TASK ? (int)w->rows - r0 : ROWS_PER_TASK;
+	fused_fn fn = fused_for(w->type);
+	if (fn) {
+		matmul_fused(j, fn, r0, nr);
+		return;
+	}
 	float *wbuf;
 	if (w->type == GGML_TYPE_F32) { /* use the rows in place */
 		wbuf = (float *)(w->data + (size_t)r0 * w->row_bytes);

@@ -5,84 +5,27 @@
 #include "dequant_k.h"
 #include "fp16.h"
 #include "ggml_types.h"
+#include "quant_blocks.h"
 
 static uint16_t rd16(const uint8_t *p)
 {
 	return (uint16_t)(p[0] | p[1] << 8);
 }
 
-static float f16(const uint8_t *p)
-{
-	return hsq_f16_to_f32(rd16(p));
-}
-
-/* Written with vector types so the compiler emits SIMD unpacking; every
- * path (decode and prefill) dequantizes through these same functions, so
- * the values are identical wherever they are used. */
-typedef uint8_t vu8x16 __attribute__((vector_size(16)));
-typedef int8_t vi8x16 __attribute__((vector_size(16)));
-typedef int32_t vi32x16 __attribute__((vector_size(64)));
-typedef float vf16 __attribute__((vector_size(64)));
-
-/* Widen to int32 first: a direct u8 -> float conversion compiles to
- * per-lane scalar code. */
-static vf16 u8_to_f(vu8x16 q)
-{
-	return __builtin_convertvector(__builtin_convertvector(q, vi32x16), vf16);
-}
-
-static vf16 i8_to_f(vi8x16 q)
-{
-	return __builtin_convertvector(__builtin_convertvector(q, vi32x16), vf16);
-}
-
-static vu8x16 load_u8x16(const uint8_t *p)
-{
-	vu8x16 v;
-	memcpy(&v, p, 16);
-	return v;
-}
-
-static void store_f16x(float *y, vf16 v)
-{
-	memcpy(y, &v, sizeof v);
-}
-
-static void dequant_q4_0(const uint8_t *b, float *y, int64_t n)
-{
-	for (int64_t i = 0; i < n; i += 32, b += 18, y += 32) {
-		float d = f16(b);
-		vu8x16 q = load_u8x16(b + 2);
-		vf16 lo = i8_to_f((vi8x16)(q & 0x0f) - 8);
-		vf16 hi = i8_to_f((vi8x16)(q >> 4) - 8);
-		store_f16x(y, lo * d);
-		store_f16x(y + 16, hi * d);
+#define DEQUANT_BLOCKS(name, decode, block_bytes)                                  \
+	static void name(const uint8_t *b, float *y, int64_t n)                    \
+	{                                                                          \
+		for (int64_t i = 0; i < n; i += 32, b += (block_bytes), y += 32) { \
+			hsq_vf16 lo, hi;                                           \
+			decode(b, &lo, &hi);                                       \
+			memcpy(y, &lo, sizeof lo);                                 \
+			memcpy(y + 16, &hi, sizeof hi);                            \
+		}                                                                  \
 	}
-}
 
-static void dequant_q4_1(const uint8_t *b, float *y, int64_t n)
-{
-	for (int64_t i = 0; i < n; i += 32, b += 20, y += 32) {
-		float d = f16(b), m = f16(b + 2);
-		vu8x16 q = load_u8x16(b + 4);
-		vf16 lo = u8_to_f(q & 0x0f);
-		vf16 hi = u8_to_f(q >> 4);
-		store_f16x(y, lo * d + m);
-		store_f16x(y + 16, hi * d + m);
-	}
-}
-
-static void dequant_q8_0(const uint8_t *b, float *y, int64_t n)
-{
-	for (int64_t i = 0; i < n; i += 32, b += 34, y += 32) {
-		float d = f16(b);
-		vi8x16 q0, q1;
-		memcpy(&q0, b + 2, 16);
-		memcpy(&q1, b + 18, 16);
-		store_f16x(y, i8_to_f(q0) * d);
-		store_f16x(y + 16, i8_to_f(q1) * d);
-	}
-}
+DEQUANT_BLOCKS(dequant_q4_0, qb_q4_0, Q4_0_BYTES)
+DEQUANT_BLOCKS(dequant_q4_1, qb_q4_1, Q4_1_BYTES)
+DEQUANT_BLOCKS(dequant_q8_0, qb_q8_0, Q8_0_BYTES)
 
 int dequant_supported(uint32_t type)
 {

@@ -297,7 +297,10 @@ def build(name, cfg, tok, path):
                 "ffn_up": 1.0 / np.sqrt(E), "ffn_down": 1.4 / np.sqrt(FF)}
         for m, qt in zip(MATS, lt):
             add(b + m + ".weight", r.weights(shapes[m], stds[m]), qt)
-    add("output_norm.weight", r.uniform(E, 0.6, 1.4).astype(np.float32), F32)
+    # Output norm gains of both signs: with tied embeddings and positive gains
+    # the logit of the current token (x . E_t with x ~ E_t) dominates and
+    # greedy decoding repeats the last token forever.
+    add("output_norm.weight", r.uniform(E, -1.2, 1.4).astype(np.float32), F32)
     if not cfg["tied"]:
         add("output.weight", r.weights((N_VOCAB, E), 0.5), cfg["output"])
     w.write_header_to_file()

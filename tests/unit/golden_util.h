@@ -128,6 +128,7 @@ static GU_UNUSED char *gu_load_source(const char *source, long off, size_t len,
 				      const char *fnv_hex, int *skipped)
 {
 	char path[4096];
+	int k;
 	*skipped = 0;
 	if (strncmp(source, "corpora:", 8) == 0) {
 		const char *c = gu_corpora_dir();
@@ -135,10 +136,11 @@ static GU_UNUSED char *gu_load_source(const char *source, long off, size_t len,
 			*skipped = 1;
 			return NULL;
 		}
-		snprintf(path, sizeof path, "%s/%s", c, source + 8);
+		k = snprintf(path, sizeof path, "%s/%s", c, source + 8);
 	} else {
-		snprintf(path, sizeof path, "%s/%s", gu_golden_dir(), source);
+		k = snprintf(path, sizeof path, "%s/%s", gu_golden_dir(), source);
 	}
+	cr_assert(k > 0 && (size_t)k < sizeof path, "path too long: %s", source);
 	size_t got = 0;
 	char *buf = gu_read_range(path, off, len, &got);
 	cr_assert_not_null(buf, "cannot read %s [%ld, +%zu): %s", path, off, len, strerror(errno));

@@ -138,6 +138,15 @@ void cli_usage_error(const char *prog, const char *fmt, ...)
 	exit(EXIT_USAGE);
 }
 
+int cli_exit_for(hsq_status st, int phase_code)
+{
+	if (st == HSQ_ERR_NOMEM || st == HSQ_ERR_INTERNAL)
+		return EXIT_FAILURE_RUNTIME;
+	if (st == HSQ_ERR_CONTEXT_FULL)
+		return EXIT_INPUT;
+	return phase_code;
+}
+
 long cli_long(const char *prog, const char *opt, const char *value, long lo, long hi)
 {
 	char *end;
@@ -198,7 +207,7 @@ hsq_model *cli_load_model(const char *prog, const char *path)
 	hsq_model *m;
 	hsq_status st = hsq_model_load(path, &m);
 	if (st)
-		cli_die_status(prog, st == HSQ_ERR_NOMEM ? EXIT_FAILURE_RUNTIME : EXIT_MODEL, st);
+		cli_die_status(prog, cli_exit_for(st, EXIT_MODEL), st);
 	return m;
 }
 

@@ -16,7 +16,7 @@ enum {
 	EXIT_USAGE = 2,           /* bad options or option values */
 	EXIT_MODEL = 3,           /* model missing, unreadable, not GGUF, truncated, unsupported */
 	EXIT_INPUT = 4,           /* empty input, or longer than the context */
-	EXIT_SNAPSHOT = 5,        /* snapshot unreadable, corrupt, or from another model */
+	EXIT_SNAPSHOT = 5,        /* snapshot unreadable, corrupt, from another model, or not writable */
 };
 
 typedef struct cli_option {
@@ -48,6 +48,11 @@ void cli_die(const char *prog, int code, const char *fmt, ...) __attribute__((fo
 void cli_die_status(const char *prog, int code, hsq_status st) __attribute__((noreturn));
 /* Usage error: message plus "try 'prog --help'", exit 2. */
 void cli_usage_error(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+
+/* The exit code for a failed library call in a phase whose failures
+ * normally exit `phase_code`: out-of-memory and internal errors are always
+ * EXIT_FAILURE_RUNTIME, a context overflow is always EXIT_INPUT. */
+int cli_exit_for(hsq_status st, int phase_code);
 
 /* Parses a decimal integer/float option value within [lo, hi] or exits 2. */
 long cli_long(const char *prog, const char *opt, const char *value, long lo, long hi);

@@ -45,7 +45,7 @@ static hsq_token *tokenize_or_die(const hsq_model *m, const char *text, int add_
 	hsq_token *toks;
 	hsq_status st = hsq_tokenize(m, text, strlen(text), add_bos, 1, &toks, n);
 	if (st)
-		cli_die_status(PROG, EXIT_INPUT, st);
+		cli_die_status(PROG, cli_exit_for(st, EXIT_INPUT), st);
 	return toks;
 }
 
@@ -94,6 +94,9 @@ int main(int argc, char **argv)
 	if (prompt_file) {
 		size_t len;
 		prompt_buf = cli_read_all(PROG, prompt_file, &len);
+		if (strlen(prompt_buf) != len)
+			cli_die(PROG, EXIT_INPUT, "the prompt file %s contains a NUL byte at offset %zu; is it text?",
+				prompt_file, strlen(prompt_buf));
 		prompt = prompt_buf;
 	}
 	char path_buf[4096];
@@ -108,11 +111,11 @@ int main(int argc, char **argv)
 	if (snap) {
 		st = hsq_snapshot_load(model, snap, &cp, &ctx);
 		if (st)
-			cli_die_status(PROG, st == HSQ_ERR_CONTEXT_FULL ? EXIT_INPUT : EXIT_SNAPSHOT, st);
+			cli_die_status(PROG, cli_exit_for(st, EXIT_SNAPSHOT), st);
 	} else {
 		st = hsq_context_new(model, &cp, &ctx);
 		if (st)
-			cli_die_status(PROG, st == HSQ_ERR_CONTEXT_FULL ? EXIT_INPUT : EXIT_FAILURE_RUNTIME, st);
+			cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
 	}
 	double t_load = now_s() - t0;
 
@@ -161,7 +164,7 @@ int main(int argc, char **argv)
 	double t1 = now_s();
 	st = hsq_context_eval(ctx, ptoks, n_prompt, logits, 0);
 	if (st)
-		cli_die_status(PROG, st == HSQ_ERR_CONTEXT_FULL ? EXIT_INPUT : EXIT_FAILURE_RUNTIME, st);
+		cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
 	double t_prompt = now_s() - t1;
 
 	hsq_detok dt = { { 0 }, 0 };
@@ -182,7 +185,7 @@ int main(int argc, char **argv)
 		st = hsq_context_eval(ctx, &tok, 1, logits, 0);
 		if (st) {
 			fputc('\n', stdout);
-			cli_die_status(PROG, st == HSQ_ERR_CONTEXT_FULL ? EXIT_INPUT : EXIT_FAILURE_RUNTIME, st);
+			cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
 		}
 	}
 	out_len = hsq_detok_flush(&dt, out, sizeof out);

@@ -85,23 +85,30 @@ int main(int argc, char **argv)
 	hsq_model_info mi;
 	hsq_model_get_info(model, &mi);
 
-	char *text = doc;
+	/* With --chat the template header is tokenized on its own (special
+	 * tokens parsed) and the document on its own (special-token text in it
+	 * stays text), so the header's tokens are exactly what hsq-decode --chat
+	 * looks for, whatever the document starts with. */
+	hsq_token *toks = NULL, *doc_toks;
+	size_t n_tok = 0, n_doc;
+	hsq_status st;
 	if (chat) {
 		char *open, *close;
 		cli_chat_parts(PROG, model, system, &open, &close);
-		text = malloc(strlen(open) + doc_len + 1);
-		if (!text)
-			cli_die(PROG, EXIT_FAILURE_RUNTIME, "out of memory");
-		strcpy(text, open);
-		strcat(text, doc);
+		if ((st = hsq_tokenize(model, open, strlen(open), -1, 1, &toks, &n_tok)))
+			cli_die_status(PROG, cli_exit_for(st, EXIT_INPUT), st);
 		free(open);
 		free(close);
 	}
-	hsq_token *toks;
-	size_t n_tok;
-	hsq_status st = hsq_tokenize(model, text, strlen(text), -1, chat, &toks, &n_tok);
-	if (st)
-		cli_die_status(PROG, EXIT_INPUT, st);
+	if ((st = hsq_tokenize(model, doc, doc_len, chat ? 0 : -1, 0, &doc_toks, &n_doc)))
+		cli_die_status(PROG, cli_exit_for(st, EXIT_INPUT), st);
+	hsq_token *all = realloc(toks, (n_tok + n_doc) * sizeof *all + 1);
+	if (!all)
+		cli_die(PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+	memcpy(all + n_tok, doc_toks, n_doc * sizeof *all);
+	toks = all;
+	n_tok += n_doc;
+	hsq_free(doc_toks);
 	int limit = cp.n_ctx ? cp.n_ctx : mi.n_ctx_train;
 	if (n_tok > (size_t)limit)
 		cli_die(PROG, EXIT_INPUT, "the document is %zu tokens, longer than the %s context of %d tokens; shorten it%s",
@@ -111,13 +118,13 @@ int main(int argc, char **argv)
 
 	hsq_context *ctx;
 	if ((st = hsq_context_new(model, &cp, &ctx)))
-		cli_die_status(PROG, st == HSQ_ERR_CONTEXT_FULL ? EXIT_INPUT : EXIT_FAILURE_RUNTIME, st);
+		cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
 	double t0 = now_s();
 	int chunk = cp.n_batch ? cp.n_batch : 512;
 	for (size_t done = 0; done < n_tok; done += (size_t)chunk) {
 		size_t n = n_tok - done < (size_t)chunk ? n_tok - done : (size_t)chunk;
 		if ((st = hsq_context_eval(ctx, toks + done, n, NULL, 0)))
-			cli_die_status(PROG, EXIT_FAILURE_RUNTIME, st);
+			cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
 		if (verbose)
 			fprintf(stderr, "\r%s: %zu/%zu tokens", PROG, done + n, n_tok);
 	}
@@ -126,13 +133,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "\n");
 	double t1 = now_s();
 	if ((st = hsq_snapshot_save(ctx, out_path, mode, zstd_level)))
-		cli_die_status(PROG, EXIT_SNAPSHOT, st);
+		cli_die_status(PROG, cli_exit_for(st, EXIT_SNAPSHOT), st);
 	if (verbose)
 		fprintf(stderr, "%s: %zu tokens in %.2f s (%.1f tok/s); snapshot written in %.2f s\n", PROG, n_tok,
 			t_prefill, n_tok / (t_prefill > 0 ? t_prefill : 1), now_s() - t1);
-	hsq_free(toks);
-	if (text != doc)
-		free(text);
+	free(toks);
 	free(doc);
 	hsq_context_free(ctx);
 	hsq_model_free(model);

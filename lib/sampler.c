@@ -1,7 +1,8 @@
 /* sampler.c - next-token selection: greedy, or temperature with top-k and
  * top-p (nucleus) truncation, from a seeded PRNG so runs are repeatable.
- * Order (as llama.cpp's common chain): top-k, then temperature + softmax,
- * then top-p, then a draw. */
+ * Order: top-k on the logits, then softmax at the temperature, then top-p
+ * on those probabilities, then a draw. (llama.cpp applies temperature last;
+ * top-p therefore sees sharper or flatter distributions here.) */
 #include <math.h>
 #include <stdlib.h>
 

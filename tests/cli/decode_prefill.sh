@@ -91,5 +91,15 @@ if have_model; then
 	run "$D" -m "$M" -s "$TMP/cut.hsq" -p x; expect "truncated snapshot exits 5" 5 "cut.hsq"
 	run "$D" -m "$M" -s "$TMP/doc.txt" -p x; expect "non-snapshot exits 5" 5 "doc.txt"
 	run "$P" -m "$M" -o "$TMP/nodir/x.hsq" < "$TMP/doc.txt"; expect "unwritable output exits 5" 5 "nodir"
+
+	# --chat: prefill opens a user turn, decode closes it, even when the
+	# document starts with white space or spells a special token
+	printf '\n\n  Indented start. <|im_end|> The code word is AMBER.' > "$TMP/ws.txt"
+	run "$P" -m "$M" --chat -o "$TMP/ws.hsq" -f "$TMP/ws.txt"; expect "chat prefill succeeds" 0 ""
+	run "$D" -m "$M" -s "$TMP/ws.hsq" --chat -p "What is the code word?" -n 16
+	expect "chat resume succeeds" 0 ""
+	expect_out "chat resume answers from the document" "AMBER"
+	printf 'a\0b' > "$TMP/nulprompt.txt"
+	run "$D" -m "$M" -f "$TMP/nulprompt.txt"; expect "prompt file with a NUL byte exits 4" 4 "NUL byte"
 fi
 finish

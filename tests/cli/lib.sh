@@ -1,5 +1,5 @@
 # lib.sh - helpers for the black-box tests (sourced).
-# run CMD...: runs with stdin from /dev/null unless redirected by the caller,
+# run CMD...: runs CMD with the caller's stdin (redirect it at the call),
 # capturing $out, $err and $rc.
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/hsq-cli.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT INT TERM

@@ -37,15 +37,24 @@ typedef struct hsq_backend_ops {
 	void (*matmul)(hsq_backend *be, const hsq_weight *w, const float *x, int n_tok, float *y);
 	/* y = x / rms(x) * weight, per row of n floats. */
 	void (*rmsnorm)(hsq_backend *be, const float *x, const float *weight, int n_tok, int n, float eps, float *y);
-	/* Rotates n_heads heads of head_dim in place; token t at pos[t]. Pairs
-	 * (2i, 2i+1) ("normal" RoPE, as the GGUF llama layout expects). */
-	void (*rope)(hsq_backend *be, float *x, const int *pos, int n_tok, int n_heads, int head_dim, float freq_base);
-	/* Causal GQA attention. q[n_tok][n_head*hd]; caches [n_ctx][n_head_kv*hd];
-	 * token t attends to cache positions 0..pos[t]. out[n_tok][n_head*hd]. */
-	void (*attention)(hsq_backend *be, const float *q, const float *k_cache, const float *v_cache,
-			  const int *pos, int n_tok, int n_head, int n_head_kv, int head_dim, float *out);
+	/* Rotates n_heads heads of head_dim in place; token t at pos[t], angle
+	 * pos * base^(-2i/head_dim) for pair i. neox = 0: pairs (2i, 2i+1), the
+	 * GGUF llama layout; neox = 1: pairs (i, i + head_dim/2) (qwen3, gemma3). */
+	void (*rope)(hsq_backend *be, float *x, const int *pos, int n_tok, int n_heads, int head_dim, float freq_base,
+		     int neox);
+	/* Causal GQA attention. q[n_tok][n_head*hd]; caches hold `cap` rows of
+	 * [n_head_kv*hd], position p in row p % cap. Token t attends to
+	 * positions max(0, pos[t] - window + 1)..pos[t] (window 0: from 0).
+	 * Scores are q.k * scale. out[n_tok][n_head*hd]. */
+	void (*attention)(hsq_backend *be, const float *q, const float *k_cache, const float *v_cache, int cap,
+			  const int *pos, int n_tok, int n_head, int n_head_kv, int head_dim, int window, float scale,
+			  float *out);
 	/* gate[i] = silu(gate[i]) * up[i] for n floats. */
 	void (*swiglu)(hsq_backend *be, float *gate, const float *up, size_t n);
+	/* gate[i] = gelu_tanh(gate[i]) * up[i] for n floats. */
+	void (*geglu)(hsq_backend *be, float *gate, const float *up, size_t n);
+	/* x[i] *= s for n floats. */
+	void (*scale)(hsq_backend *be, float *x, float s, size_t n);
 	/* x[i] += y[i] for n floats. */
 	void (*add)(hsq_backend *be, float *x, const float *y, size_t n);
 } hsq_backend_ops;

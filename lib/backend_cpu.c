@@ -264,18 +264,21 @@ static void cpu_rmsnorm(hsq_backend *be, const float *x, const float *weight, in
 	}
 }
 
-static void cpu_rope(hsq_backend *be, float *x, const int *pos, int n_tok, int n_heads, int head_dim, float freq_base)
+static void cpu_rope(hsq_backend *be, float *x, const int *pos, int n_tok, int n_heads, int head_dim, float freq_base,
+		     int neox)
 {
+	int half = head_dim / 2;
 	for (int t = 0; t < n_tok; t++) {
-		for (int i = 0; i < head_dim; i += 2) {
-			/* theta_i = pos * base^(-i/d), in double so long positions keep precision */
-			double theta = (double)pos[t] * pow((double)freq_base, -(double)i / head_dim);
+		for (int i = 0; i < half; i++) {
+			/* theta_i = pos * base^(-2i/d), in double so long positions keep precision */
+			double theta = (double)pos[t] * pow((double)freq_base, -2.0 * i / head_dim);
 			float c = (float)cos(theta), s = (float)sin(theta);
+			int i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
 			for (int h = 0; h < n_heads; h++) {
-				float *v = x + ((size_t)t * n_heads + h) * head_dim + i;
-				float a = v[0], b = v[1];
-				v[0] = a * c - b * s;
-				v[1] = a * s + b * c;
+				float *v = x + ((size_t)t * n_heads + h) * head_dim;
+				float a = v[i0], b = v[i1];
+				v[i0] = a * c - b * s;
+				v[i1] = a * s + b * c;
 			}
 		}
 	}
@@ -283,9 +286,11 @@ static void cpu_rope(hsq_backend *be, float *x, const int *pos, int n_tok, int n
 
 typedef struct attn_job {
 	cpu_backend *cb;
-	const float *q, *k, *v;
+	const float *q, *k, *v; /* caches of cap rows */
+	int cap;
 	const int *pos;
-	int n_head, n_head_kv, head_dim;
+	int n_head, n_head_kv, head_dim, window;
+	float scale;
 	float *out;
 } attn_job;
 
@@ -302,15 +307,23 @@ static void attn_task(void *arg, int task, int thread)
 	const float *kb = j->k + (size_t)g * hd, *vb = j->v + (size_t)g * hd;
 	float *out = j->out + ((size_t)t * j->n_head + h) * hd;
 	float *s = j->cb->scores + (size_t)thread * j->cb->n_ctx;
-	int n = j->pos[t] + 1;
-	float scale = 1.0f / sqrtf((float)hd), mx = -INFINITY, sum = 0.0f;
+	int first = j->window && j->pos[t] + 1 > j->window ? j->pos[t] + 1 - j->window : 0;
+	int n = j->pos[t] + 1 - first, cap = j->cap;
+	/* Positions first..pos[t] are rows (first + p) % cap: at most two
+	 * contiguous runs of the ring. */
+	int r0 = first % cap, run = cap - r0 < n ? cap - r0 : n;
+	float mx = -INFINITY, sum = 0.0f;
 	int p = 0;
-	for (; p + 4 <= n; p += 4) /* 4 keys at once: same order as dot_f32 */
-		tile_4x1(kb + p * kvw, (int)kvw, q, hd, s + p);
+	for (; p + 4 <= run; p += 4) /* 4 keys at once: same order as dot_f32 */
+		tile_4x1(kb + (r0 + p) * kvw, (int)kvw, q, hd, s + p);
+	for (; p < run; p++)
+		s[p] = dot_f32(q, kb + (r0 + p) * kvw, hd);
+	for (; p + 4 <= n; p += 4)
+		tile_4x1(kb + (p - run) * kvw, (int)kvw, q, hd, s + p);
 	for (; p < n; p++)
-		s[p] = dot_f32(q, kb + p * kvw, hd);
+		s[p] = dot_f32(q, kb + (p - run) * kvw, hd);
 	for (p = 0; p < n; p++) {
-		s[p] *= scale;
+		s[p] *= j->scale;
 		mx = s[p] > mx ? s[p] : mx;
 	}
 	for (p = 0; p < n; p++) {
@@ -322,23 +335,28 @@ static void attn_task(void *arg, int task, int thread)
 	/* 16-lane blocks of the output accumulate in registers over positions */
 	for (; d0 + 16 <= hd; d0 += 16) {
 		vf16 acc = { 0 };
-		for (p = 0; p < n; p++)
-			acc += (s[p] * inv) * load16(vb + p * kvw + d0);
+		for (p = 0; p < n; p++) {
+			size_t row = p < run ? (size_t)(r0 + p) : (size_t)(p - run);
+			acc += (s[p] * inv) * load16(vb + row * kvw + d0);
+		}
 		memcpy(out + d0, &acc, sizeof acc);
 	}
 	for (int d = d0; d < hd; d++) {
 		float o = 0.0f;
-		for (p = 0; p < n; p++)
-			o += (s[p] * inv) * vb[p * kvw + d];
+		for (p = 0; p < n; p++) {
+			size_t row = p < run ? (size_t)(r0 + p) : (size_t)(p - run);
+			o += (s[p] * inv) * vb[row * kvw + d];
+		}
 		out[d] = o;
 	}
 }
 
-static void cpu_attention(hsq_backend *be, const float *q, const float *k_cache, const float *v_cache,
-			  const int *pos, int n_tok, int n_head, int n_head_kv, int head_dim, float *out)
+static void cpu_attention(hsq_backend *be, const float *q, const float *k_cache, const float *v_cache, int cap,
+			  const int *pos, int n_tok, int n_head, int n_head_kv, int head_dim, int window, float scale,
+			  float *out)
 {
 	cpu_backend *cb = (cpu_backend *)be;
-	attn_job j = { cb, q, k_cache, v_cache, pos, n_head, n_head_kv, head_dim, out };
+	attn_job j = { cb, q, k_cache, v_cache, cap, pos, n_head, n_head_kv, head_dim, window, scale, out };
 	pool_run(cb->pool, n_tok * n_head, attn_task, &j);
 }
 
@@ -346,6 +364,22 @@ static void cpu_swiglu(hsq_backend *be, float *gate, const float *up, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+/* GELU with the tanh approximation, as gemma's reference uses. */
+static void cpu_geglu(hsq_backend *be, float *gate, const float *up, size_t n)
+{
+	const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+	for (size_t i = 0; i < n; i++) {
+		float x = gate[i];
+		gate[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))) * up[i];
+	}
+}
+
+static void cpu_scale(hsq_backend *be, float *x, float s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] *= s;
 }
 
 static void cpu_add(hsq_backend *be, float *x, const float *y, size_t n)
@@ -416,6 +450,8 @@ static const hsq_backend_ops cpu_ops = {
 	.rope = cpu_rope,
 	.attention = cpu_attention,
 	.swiglu = cpu_swiglu,
+	.geglu = cpu_geglu,
+	.scale = cpu_scale,
 	.add = cpu_add,
 };
 

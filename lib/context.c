@@ -4,6 +4,7 @@
  * K and V land in the cache at their positions, then every token of the
  * chunk attends causally to the cache. All math goes through the backend
  * table (backend.h). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,7 @@ void hsq_context_free(hsq_context *ctx)
 	}
 	free(ctx->k_cache);
 	free(ctx->v_cache);
+	free(ctx->kv_cap);
 	free(ctx->tokens);
 	free(ctx->pos);
 	free(ctx);
@@ -81,11 +83,14 @@ hsq_status hsq_context_new(const hsq_model *model, const hsq_context_params *par
 	ctx->pos = calloc(B, sizeof *ctx->pos);
 	ctx->k_cache = calloc((size_t)mi->n_layer, sizeof *ctx->k_cache);
 	ctx->v_cache = calloc((size_t)mi->n_layer, sizeof *ctx->v_cache);
-	if (!ctx->tokens || !ctx->pos || !ctx->k_cache || !ctx->v_cache)
+	ctx->kv_cap = calloc((size_t)mi->n_layer, sizeof *ctx->kv_cap);
+	if (!ctx->tokens || !ctx->pos || !ctx->k_cache || !ctx->v_cache || !ctx->kv_cap)
 		goto nomem;
 	for (int l = 0; l < mi->n_layer; l++) {
-		ctx->k_cache[l] = be->ops->alloc(be, (size_t)p.n_ctx * kvw);
-		ctx->v_cache[l] = be->ops->alloc(be, (size_t)p.n_ctx * kvw);
+		int w = model->layers[l].window;
+		ctx->kv_cap[l] = w && w + p.n_batch < p.n_ctx ? w + p.n_batch : p.n_ctx;
+		ctx->k_cache[l] = be->ops->alloc(be, (size_t)ctx->kv_cap[l] * kvw);
+		ctx->v_cache[l] = be->ops->alloc(be, (size_t)ctx->kv_cap[l] * kvw);
 		if (!ctx->k_cache[l] || !ctx->v_cache[l])
 			goto nomem;
 	}
@@ -112,6 +117,15 @@ fail:
 	return st;
 }
 
+/* Writes n rows for positions p0.. into a layer cache of cap rows (ring). */
+static void store_rows(hsq_backend *be, float *cache, int cap, size_t width, int p0, int n, const float *rows)
+{
+	int r0 = p0 % cap, first = cap - r0 < n ? cap - r0 : n;
+	be->ops->copy(be, cache + (size_t)r0 * width, rows, (size_t)first * width);
+	if (first < n)
+		be->ops->copy(be, cache, rows + (size_t)first * width, (size_t)(n - first) * width);
+}
+
 /* One chunk of n tokens at positions n_past.. through every layer. Leaves
  * the final hidden states (normalised) in ctx->xb. */
 static void forward_chunk(hsq_context *ctx, const hsq_token *tokens, int n)
@@ -121,32 +135,78 @@ static void forward_chunk(hsq_context *ctx, const hsq_token *tokens, int n)
 	hsq_backend *be = ctx->backend;
 	const hsq_backend_ops *o = be->ops;
 	size_t E = (size_t)mi->n_embd, kvw = context_kv_width(ctx);
+	int hd = mi->head_dim;
+	float attn_scale = 1.0f / sqrtf((float)hd);
 
 	for (int t = 0; t < n; t++)
 		ctx->pos[t] = ctx->n_past + t;
 	o->embed(be, &m->tok_embd, tokens, n, ctx->x);
+	if (m->embd_scale != 1.0f)
+		o->scale(be, ctx->x, m->embd_scale, (size_t)n * E);
 	for (int l = 0; l < mi->n_layer; l++) {
 		const hsq_layer *L = &m->layers[l];
 		o->rmsnorm(be, ctx->x, L->attn_norm, n, (int)E, mi->rms_eps, ctx->xb);
 		o->matmul(be, &L->wq, ctx->xb, n, ctx->q);
 		o->matmul(be, &L->wk, ctx->xb, n, ctx->k);
 		o->matmul(be, &L->wv, ctx->xb, n, ctx->v);
-		o->rope(be, ctx->q, ctx->pos, n, mi->n_head, mi->head_dim, mi->rope_freq_base);
-		o->rope(be, ctx->k, ctx->pos, n, mi->n_head_kv, mi->head_dim, mi->rope_freq_base);
-		o->copy(be, ctx->k_cache[l] + (size_t)ctx->n_past * kvw, ctx->k, (size_t)n * kvw);
-		o->copy(be, ctx->v_cache[l] + (size_t)ctx->n_past * kvw, ctx->v, (size_t)n * kvw);
-		o->attention(be, ctx->q, ctx->k_cache[l], ctx->v_cache[l], ctx->pos, n, mi->n_head, mi->n_head_kv,
-			     mi->head_dim, ctx->att);
+		if (L->q_norm) { /* per-head RMSNorm before RoPE (qwen3, gemma3) */
+			o->rmsnorm(be, ctx->q, L->q_norm, n * mi->n_head, hd, mi->rms_eps, ctx->q);
+			o->rmsnorm(be, ctx->k, L->k_norm, n * mi->n_head_kv, hd, mi->rms_eps, ctx->k);
+		}
+		o->rope(be, ctx->q, ctx->pos, n, mi->n_head, hd, L->rope_base, m->rope_neox);
+		o->rope(be, ctx->k, ctx->pos, n, mi->n_head_kv, hd, L->rope_base, m->rope_neox);
+		store_rows(be, ctx->k_cache[l], ctx->kv_cap[l], kvw, ctx->n_past, n, ctx->k);
+		store_rows(be, ctx->v_cache[l], ctx->kv_cap[l], kvw, ctx->n_past, n, ctx->v);
+		o->attention(be, ctx->q, ctx->k_cache[l], ctx->v_cache[l], ctx->kv_cap[l], ctx->pos, n, mi->n_head,
+			     mi->n_head_kv, hd, L->window, attn_scale, ctx->att);
 		o->matmul(be, &L->wo, ctx->att, n, ctx->proj);
+		if (L->post_attn_norm)
+			o->rmsnorm(be, ctx->proj, L->post_attn_norm, n, (int)E, mi->rms_eps, ctx->proj);
 		o->add(be, ctx->x, ctx->proj, (size_t)n * E);
 		o->rmsnorm(be, ctx->x, L->ffn_norm, n, (int)E, mi->rms_eps, ctx->xb);
 		o->matmul(be, &L->w_gate, ctx->xb, n, ctx->gate);
 		o->matmul(be, &L->w_up, ctx->xb, n, ctx->up);
-		o->swiglu(be, ctx->gate, ctx->up, (size_t)n * mi->n_ff);
+		if (m->ffn_act == FFN_GELU_TANH)
+			o->geglu(be, ctx->gate, ctx->up, (size_t)n * mi->n_ff);
+		else
+			o->swiglu(be, ctx->gate, ctx->up, (size_t)n * mi->n_ff);
 		o->matmul(be, &L->w_down, ctx->gate, n, ctx->proj);
+		if (L->post_ffn_norm)
+			o->rmsnorm(be, ctx->proj, L->post_ffn_norm, n, (int)E, mi->rms_eps, ctx->proj);
 		o->add(be, ctx->x, ctx->proj, (size_t)n * E);
 	}
 	o->rmsnorm(be, ctx->x, m->out_norm, n, (int)E, mi->rms_eps, ctx->xb);
+}
+
+void context_kv_read(const hsq_context *ctx, int l, int which, int p0, int n, float *host)
+{
+	size_t width = context_kv_width(ctx);
+	int cap = ctx->kv_cap[l], oldest = ctx->n_past - cap;
+	const float *cache = which ? ctx->v_cache[l] : ctx->k_cache[l];
+	for (int i = 0; i < n; i++) {
+		int p = p0 + i;
+		float *dst = host + (size_t)i * width;
+		if (p < oldest || p >= ctx->n_past)
+			memset(dst, 0, width * sizeof *dst);
+		else
+			ctx->backend->ops->download(ctx->backend, dst, cache + (size_t)(p % cap) * width, width);
+	}
+}
+
+void context_kv_write(hsq_context *ctx, int l, int which, int n_tokens, uint64_t off, const float *src, size_t n)
+{
+	size_t width = context_kv_width(ctx);
+	int cap = ctx->kv_cap[l], oldest = n_tokens - cap;
+	float *cache = which ? ctx->v_cache[l] : ctx->k_cache[l];
+	while (n) {
+		int p = (int)(off / width);
+		size_t col = off % width, take = width - col < n ? width - col : n;
+		if (p >= oldest && p < n_tokens)
+			ctx->backend->ops->upload(ctx->backend, cache + (size_t)(p % cap) * width + col, src, take);
+		off += take;
+		src += take;
+		n -= take;
+	}
 }
 
 hsq_status hsq_context_eval(hsq_context *ctx, const hsq_token *tokens, size_t n, float *logits, int all_logits)

@@ -14,9 +14,14 @@ struct hsq_context {
 	int n_past;       /* positions filled */
 	hsq_token *tokens; /* [n_ctx] tokens at positions 0..n_past-1 (host) */
 	/* KV cache, backend memory, one buffer per layer:
-	 * k_cache[l], v_cache[l]: [n_ctx][n_head_kv * head_dim] fp32, K after RoPE. */
+	 * k_cache[l], v_cache[l]: [kv_cap[l]][n_head_kv * head_dim] fp32, K
+	 * after RoPE; position p lives in row p % kv_cap[l]. Full-attention
+	 * layers hold n_ctx rows; sliding-window layers a ring of window +
+	 * n_batch rows (a chunk writes its rows before attending, so the ring
+	 * must hold the window behind the chunk's first token plus the chunk). */
 	float **k_cache;
 	float **v_cache;
+	int *kv_cap;
 	/* Activations for one chunk of n_batch tokens (backend memory). */
 	float *x;      /* [n_batch][n_embd] residual stream */
 	float *xb;     /* [n_batch][n_embd] normalised input */
@@ -36,5 +41,14 @@ static inline size_t context_kv_width(const hsq_context *ctx)
 {
 	return (size_t)ctx->model->info.n_head_kv * (size_t)ctx->model->info.head_dim;
 }
+
+/* Copies K (which = 0) or V (1) of layer l for positions p0..p0+n-1 to
+ * host rows [n][kv_width]; positions the layer's ring no longer holds
+ * (older than n_past - kv_cap[l]) come back as zeros. */
+void context_kv_read(const hsq_context *ctx, int l, int which, int p0, int n, float *host);
+/* Stores floats [off, off + n) of a [n_tokens][kv_width] plane (K or V of
+ * layer l) into the cache, dropping the rows of positions a ring layer
+ * would no longer hold once n_tokens positions are filled. */
+void context_kv_write(hsq_context *ctx, int l, int which, int n_tokens, uint64_t off, const float *src, size_t n);
 
 #endif

@@ -2,6 +2,7 @@
  *
  * Weights stay in the read-only mapping; a hsq_weight is a view (pointer,
  * type, shape) checked here once, so the math never re-validates. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +88,18 @@ static hsq_status get_vector(const hsq_model *m, const char *name, int64_t n, fl
 	return HSQ_OK;
 }
 
-static hsq_status load_llama(hsq_model *m)
+/* An optional vector: absent -> *out = NULL, present -> checked like get_vector. */
+static hsq_status get_vector_opt(const hsq_model *m, const char *name, int64_t n, float *slot, const float **out)
+{
+	*out = NULL;
+	if (!gguf_find_tensor(m->gguf, name))
+		return HSQ_OK;
+	return get_vector(m, name, n, slot, out);
+}
+
+/* llama, qwen3 and gemma3 share one loader: the same tensors, plus the
+ * per-head Q/K norms (qwen3, gemma3) and post norms (gemma3). */
+static hsq_status load_transformer(hsq_model *m)
 {
 	hsq_model_info *mi = &m->info;
 	hsq_status st;
@@ -98,11 +110,17 @@ static hsq_status load_llama(hsq_model *m)
 	    (st = arch_u32(m, "attention.head_count_kv", mi->n_head, &mi->n_head_kv)) ||
 	    (st = arch_u32(m, "context_length", 2048, &mi->n_ctx_train)))
 		return st;
-	if (mi->n_embd % mi->n_head || mi->n_head % mi->n_head_kv)
-		return hsq_fail(HSQ_ERR_FORMAT, "%s: %d heads do not divide hidden size %d into %d kv groups",
-				m->gguf->path, mi->n_head, mi->n_embd, mi->n_head_kv);
+	if (mi->n_head % mi->n_head_kv)
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: %d query heads cannot be shared among %d kv heads", m->gguf->path,
+				mi->n_head, mi->n_head_kv);
 	if ((st = arch_u32(m, "attention.key_length", mi->n_embd / mi->n_head, &mi->head_dim)))
 		return st;
+	int v_len;
+	if ((st = arch_u32(m, "attention.value_length", mi->head_dim, &v_len)))
+		return st;
+	if (v_len != mi->head_dim)
+		return hsq_fail(HSQ_ERR_UNSUPPORTED, "%s: key length %d differs from value length %d", m->gguf->path,
+				mi->head_dim, v_len);
 	int rope_dims;
 	if ((st = arch_u32(m, "rope.dimension_count", mi->head_dim, &rope_dims)))
 		return st;
@@ -111,7 +129,14 @@ static hsq_status load_llama(hsq_model *m)
 				m->gguf->path, rope_dims, mi->head_dim);
 	char key[96];
 	snprintf(key, sizeof key, "%s.rope.freq_base", m->arch);
-	mi->rope_freq_base = gguf_get_f32_or(m->gguf, key, 10000.0f);
+	mi->rope_freq_base = gguf_get_f32_or(m->gguf, key, m->arch_id == ARCH_QWEN3 ? 1000000.0f : 10000.0f);
+	/* gemma3: 5 of every 6 layers attend to a sliding window with a local
+	 * RoPE base of 10K (llama.cpp's swa pattern 6); the 6th is global. */
+	int window = 0;
+	snprintf(key, sizeof key, "%s.attention.sliding_window", m->arch);
+	if (m->arch_id == ARCH_GEMMA3)
+		window = (int)gguf_get_u32_or(m->gguf, key, 0);
+	float local_base = gguf_get_f32_or(m->gguf, "gemma3.rope.freq_base_swa", 10000.0f);
 	snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", m->arch);
 	mi->rms_eps = gguf_get_f32_or(m->gguf, key, 1e-5f);
 	if (!(mi->rms_eps > 0) || !(mi->rope_freq_base > 1))
@@ -134,8 +159,9 @@ static hsq_status load_llama(hsq_model *m)
 		m->output = m->tok_embd; /* tied embeddings */
 	}
 
-	/* Norm vectors that are not F32 get converted copies: 2 per layer + 1. */
-	m->f32_copies = calloc((size_t)(2 * mi->n_layer + 1) * (size_t)E, sizeof(float));
+	/* Norm vectors that are not F32 get converted copies: 6 slots per layer + 1. */
+	size_t slot_n = (size_t)(E > hd ? E : hd);
+	m->f32_copies = calloc((size_t)(6 * mi->n_layer + 1) * slot_n, sizeof(float));
 	m->layers = calloc((size_t)mi->n_layer, sizeof *m->layers);
 	if (!m->f32_copies || !m->layers)
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory loading %s", m->gguf->path);
@@ -144,7 +170,7 @@ static hsq_status load_llama(hsq_model *m)
 	for (int l = 0; l < mi->n_layer; l++) {
 		hsq_layer *L = &m->layers[l];
 		char name[64];
-		float *slot = m->f32_copies + (size_t)(1 + 2 * l) * E;
+		float *slot = m->f32_copies + (size_t)(1 + 6 * l) * slot_n;
 #define W(field, suffix, rows, cols)                                              \
 	snprintf(name, sizeof name, "blk.%d." suffix ".weight", l);               \
 	if ((st = get_weight(m, name, rows, cols, &L->field)))                    \
@@ -153,8 +179,30 @@ static hsq_status load_llama(hsq_model *m)
 		if ((st = get_vector(m, name, E, slot, &L->attn_norm)))
 			return st;
 		snprintf(name, sizeof name, "blk.%d.ffn_norm.weight", l);
-		if ((st = get_vector(m, name, E, slot + E, &L->ffn_norm)))
+		if ((st = get_vector(m, name, E, slot + slot_n, &L->ffn_norm)))
 			return st;
+		snprintf(name, sizeof name, "blk.%d.attn_q_norm.weight", l);
+		if ((st = get_vector_opt(m, name, hd, slot + 2 * slot_n, &L->q_norm)))
+			return st;
+		snprintf(name, sizeof name, "blk.%d.attn_k_norm.weight", l);
+		if ((st = get_vector_opt(m, name, hd, slot + 3 * slot_n, &L->k_norm)))
+			return st;
+		snprintf(name, sizeof name, "blk.%d.post_attention_norm.weight", l);
+		if ((st = get_vector_opt(m, name, E, slot + 4 * slot_n, &L->post_attn_norm)))
+			return st;
+		snprintf(name, sizeof name, "blk.%d.post_ffw_norm.weight", l);
+		if ((st = get_vector_opt(m, name, E, slot + 5 * slot_n, &L->post_ffn_norm)))
+			return st;
+		if (m->arch_id != ARCH_LLAMA && (!L->q_norm || !L->k_norm))
+			return hsq_fail(HSQ_ERR_FORMAT, "%s: layer %d lacks the attn_q_norm/attn_k_norm tensors %s needs",
+					m->gguf->path, l, m->arch);
+		if (m->arch_id == ARCH_GEMMA3 && (!L->post_attn_norm || !L->post_ffn_norm))
+			return hsq_fail(HSQ_ERR_FORMAT, "%s: layer %d lacks gemma3's post-attention/post-ffw norms",
+					m->gguf->path, l);
+		L->window = window && l % 6 < 5 ? window : 0;
+		L->rope_base = L->window ? local_base : mi->rope_freq_base;
+		if (L->window > m->max_window)
+			m->max_window = L->window;
 		W(wq, "attn_q", mi->n_head * hd, E)
 		W(wk, "attn_k", mi->n_head_kv * hd, E)
 		W(wv, "attn_v", mi->n_head_kv * hd, E)
@@ -196,17 +244,27 @@ hsq_status hsq_model_load(const char *path, hsq_model **out)
 		st = hsq_fail(HSQ_ERR_FORMAT, "%s: general.architecture is missing", path);
 		goto fail;
 	}
-	if (strcmp(m->arch, "llama") != 0) {
-		st = hsq_fail(HSQ_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (supported: llama)", path,
-			      m->arch);
+	if (strcmp(m->arch, "llama") == 0) {
+		m->arch_id = ARCH_LLAMA;
+	} else if (strcmp(m->arch, "qwen3") == 0) {
+		m->arch_id = ARCH_QWEN3;
+		m->rope_neox = 1;
+	} else if (strcmp(m->arch, "gemma3") == 0) {
+		m->arch_id = ARCH_GEMMA3;
+		m->rope_neox = 1;
+		m->ffn_act = FFN_GELU_TANH;
+	} else {
+		st = hsq_fail(HSQ_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (supported: llama, qwen3, gemma3)",
+			      path, m->arch);
 		goto fail;
 	}
 	m->info.architecture = m->arch;
 	m->info.name = m->name;
 	m->info.file_size = m->gguf->size;
 	memcpy(m->info.identity, m->gguf->identity, sizeof m->info.identity);
-	if ((st = load_llama(m)))
+	if ((st = load_transformer(m)))
 		goto fail;
+	m->embd_scale = m->arch_id == ARCH_GEMMA3 ? sqrtf((float)m->info.n_embd) : 1.0f;
 	if ((st = tokenizer_load(m->gguf, &m->tok)))
 		goto fail;
 	if (tokenizer_n_vocab(m->tok) != m->info.n_vocab) {

@@ -862,6 +862,7 @@ hsq_status hsq_snapshot_read_tokens(const char *path, hsq_token **tokens, size_t
 
 typedef struct kv_sink {
 	hsq_context *ctx;
+	int n_tokens;         /* positions in the snapshot */
 	uint64_t plane_bytes; /* n_tokens * width * 4: one layer's K or V */
 } kv_sink;
 
@@ -875,10 +876,9 @@ static hsq_status to_cache(void *arg, uint64_t raw_off, const uint8_t *data, siz
 	while (n) {
 		uint64_t plane = raw_off / k->plane_bytes, within = raw_off % k->plane_bytes;
 		size_t take = k->plane_bytes - within < n ? (size_t)(k->plane_bytes - within) : n;
-		float *dst = plane % 2 ? k->ctx->v_cache[plane / 2] : k->ctx->k_cache[plane / 2];
 		/* data is a malloc'ed buffer advanced by multiples of 4. */
-		k->ctx->backend->ops->upload(k->ctx->backend, dst + within / 4, (const float *)(const void *)data,
-					     take / 4);
+		context_kv_write(k->ctx, (int)(plane / 2), (int)(plane % 2), k->n_tokens, within / 4,
+				 (const float *)(const void *)data, take / 4);
 		data += take;
 		raw_off += take;
 		n -= take;
@@ -971,7 +971,7 @@ hsq_status hsq_snapshot_load(const hsq_model *model, const char *path, const hsq
 		goto fail;
 	}
 	/* With no tokens the section is empty and the sink is never called. */
-	kv_sink ks = { ctx, plane ? plane : 1 };
+	kv_sink ks = { ctx, (int)m->n_tokens, plane ? plane : 1 };
 	if ((st = section_stream(&r, kv, to_cache, &ks)))
 		goto fail;
 	if (m->n_tokens)
@@ -1257,8 +1257,8 @@ hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snaps
 		uint64_t rel = 0;
 		uint32_t crc = 0;
 		for (size_t c = 0; c < n_chunks; c++) {
-			const float *src = c % 2 ? ctx->v_cache[c / 2] : ctx->k_cache[c / 2];
-			ctx->backend->ops->download(ctx->backend, host, src, plane / sizeof(float));
+			/* ring (sliding-window) layers give zeros for rows they no longer hold */
+			context_kv_read(ctx, (int)(c / 2), (int)(c % 2), 0, (int)n_tokens, host);
 			const void *in = host;
 			if (KV_FILTER == SNAP_FILTER_SHUFFLE4) {
 				shuffle4(shuf, (const uint8_t *)host, plane);

@@ -47,39 +47,67 @@ Test(backend, matmul_matches_naive_for_every_batch_shape)
 	free(w); free(x); free(y); free(y1);
 }
 
-Test(backend, attention_matches_naive_causal_gqa)
+/* Naive double-precision attention of token t over positions
+ * max(0, t - window + 1)..t of linear caches. */
+static void naive_attention(const float *q, const float *k, const float *v, int t, int h, int NH, int NKV, int HD,
+			    int window, double *o)
+{
+	int g = h / (NH / NKV), first = window && t + 1 > window ? t + 1 - window : 0;
+	double sc[64], mx = -1e300, sum = 0;
+	for (int p = first; p <= t; p++) {
+		double d = 0;
+		for (int i = 0; i < HD; i++)
+			d += (double)q[(t * NH + h) * HD + i] * k[(p * NKV + g) * HD + i];
+		sc[p] = d / sqrt(HD);
+		mx = fmax(mx, sc[p]);
+	}
+	for (int p = first; p <= t; p++) {
+		sc[p] = exp(sc[p] - mx);
+		sum += sc[p];
+	}
+	for (int i = 0; i < HD; i++) {
+		o[i] = 0;
+		for (int p = first; p <= t; p++)
+			o[i] += sc[p] / sum * v[(p * NKV + g) * HD + i];
+	}
+}
+
+/* Full causal attention, and sliding-window attention over a ring cache
+ * of 5 rows (position p in row p % 5), both against the naive reference. */
+Test(backend, attention_matches_naive_causal_gqa_and_window)
 {
 	hsq_backend *be;
 	cr_assert_eq(backend_cpu_new(2, &be), HSQ_OK);
-	enum { NH = 4, NKV = 2, HD = 24, NT = 7 };
+	enum { NH = 4, NKV = 2, HD = 24, NT = 11, CAP = 5, W = 3 };
 	hsq_model fake = { 0 };
 	fake.info.n_embd = NH * HD; fake.info.n_ff = NH * HD; fake.info.n_head = NH; fake.info.head_dim = HD;
 	cr_assert_eq(be->ops->prepare(be, &fake, NT), HSQ_OK);
 	unsigned s = 7;
 	float q[NT * NH * HD], k[NT * NKV * HD], v[NT * NKV * HD], out[NT * NH * HD];
+	float kr[CAP * NKV * HD], vr[CAP * NKV * HD];
 	int pos[NT];
 	for (int i = 0; i < NT * NH * HD; i++) q[i] = frand(&s) * 2;
 	for (int i = 0; i < NT * NKV * HD; i++) { k[i] = frand(&s) * 2; v[i] = frand(&s); }
 	for (int t = 0; t < NT; t++) pos[t] = t;
-	be->ops->attention(be, q, k, v, pos, NT, NH, NKV, HD, out);
+	be->ops->attention(be, q, k, v, NT, pos, NT, NH, NKV, HD, 0, 1.0f / sqrtf(HD), out);
+	double o[HD];
 	for (int t = 0; t < NT; t++)
 		for (int h = 0; h < NH; h++) {
-			int g = h / (NH / NKV);
-			double sc[NT], mx = -1e300, sum = 0;
-			for (int p = 0; p <= t; p++) {
-				double d = 0;
-				for (int i = 0; i < HD; i++) d += (double)q[(t * NH + h) * HD + i] * k[(p * NKV + g) * HD + i];
-				sc[p] = d / sqrt(HD);
-				mx = fmax(mx, sc[p]);
-			}
-			for (int p = 0; p <= t; p++) { sc[p] = exp(sc[p] - mx); sum += sc[p]; }
-			for (int i = 0; i < HD; i++) {
-				double o = 0;
-				for (int p = 0; p <= t; p++) o += sc[p] / sum * v[(p * NKV + g) * HD + i];
-				cr_assert(fabs(out[(t * NH + h) * HD + i] - o) < 1e-5, "t=%d h=%d i=%d: %g vs %g", t, h, i,
-					  out[(t * NH + h) * HD + i], o);
-			}
+			naive_attention(q, k, v, t, h, NH, NKV, HD, 0, o);
+			for (int i = 0; i < HD; i++)
+				cr_assert(fabs(out[(t * NH + h) * HD + i] - o[i]) < 1e-5, "full t=%d h=%d i=%d", t, h, i);
 		}
+	/* one token at a time, the ring holding the last CAP positions */
+	for (int t = 0; t < NT; t++) {
+		memcpy(kr + (t % CAP) * NKV * HD, k + t * NKV * HD, sizeof(float) * NKV * HD);
+		memcpy(vr + (t % CAP) * NKV * HD, v + t * NKV * HD, sizeof(float) * NKV * HD);
+		be->ops->attention(be, q + t * NH * HD, kr, vr, CAP, &pos[t], 1, NH, NKV, HD, W, 1.0f / sqrtf(HD), out);
+		for (int h = 0; h < NH; h++) {
+			naive_attention(q, k, v, t, h, NH, NKV, HD, W, o);
+			for (int i = 0; i < HD; i++)
+				cr_assert(fabs(out[h * HD + i] - o[i]) < 1e-5, "window t=%d h=%d i=%d", t, h, i);
+		}
+	}
 	be->ops->destroy(be);
 }
 
@@ -90,13 +118,21 @@ Test(backend, rope_rotates_pairs_by_position)
 	float x[2 * 8];
 	int pos[2] = { 0, 3 };
 	for (int i = 0; i < 16; i++) x[i] = (float)(i % 8 + 1);
-	be->ops->rope(be, x, pos, 2, 1, 8, 10000.0f);
+	be->ops->rope(be, x, pos, 2, 1, 8, 10000.0f, 0);
 	for (int i = 0; i < 8; i++)
 		cr_expect_float_eq(x[i], (float)(i + 1), 1e-6, "position 0 is the identity");
 	for (int i = 0; i < 8; i += 2) {
 		double th = 3 * pow(10000.0, -(double)i / 8), a = i + 1, b = i + 2;
 		cr_expect(fabs(x[8 + i] - (a * cos(th) - b * sin(th))) < 1e-5);
 		cr_expect(fabs(x[8 + i + 1] - (a * sin(th) + b * cos(th))) < 1e-5);
+	}
+	/* NeoX: pair i is (i, i + 4) with angle pos * base^(-2i/8) */
+	for (int i = 0; i < 16; i++) x[i] = (float)(i % 8 + 1);
+	be->ops->rope(be, x, pos, 2, 1, 8, 10000.0f, 1);
+	for (int i = 0; i < 4; i++) {
+		double th = 3 * pow(10000.0, -2.0 * i / 8), a = i + 1, b = i + 5;
+		cr_expect(fabs(x[8 + i] - (a * cos(th) - b * sin(th))) < 1e-5, "neox pair %d", i);
+		cr_expect(fabs(x[8 + i + 4] - (a * sin(th) + b * cos(th))) < 1e-5, "neox pair %d", i);
 	}
 	be->ops->destroy(be);
 }

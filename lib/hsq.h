@@ -110,8 +110,9 @@ hsq_status hsq_detok_push(const hsq_model *model, hsq_detok *state, hsq_token to
 /* Flushes what is left (invalid trailing bytes become U+FFFD). */
 size_t hsq_detok_flush(hsq_detok *state, char *out, size_t cap);
 
-/* Wrap a user message in the model's chat template (chatml for SmolLM2),
- * ending with the assistant prompt. *out is malloc'ed (hsq_free). */
+/* Wrap a user message in the model's chat template (chatml, e.g. SmolLM2
+ * and Qwen3; gemma's <start_of_turn> turns), ending with the assistant
+ * prompt. system NULL: the template's default. *out is malloc'ed (hsq_free). */
 hsq_status hsq_chat_format(const hsq_model *model, const char *system, const char *user,
 			   char **out);
 
@@ -255,7 +256,7 @@ uint32_t hsq_rng_u32(hsq_rng *rng);
 double hsq_rng_uniform(hsq_rng *rng);             /* [0, 1), 53 random bits */
 uint64_t hsq_rng_below(hsq_rng *rng, uint64_t n); /* uniform on 0..n-1, unbiased */
 double hsq_rng_normal(hsq_rng *rng);              /* N(0, 1), polar method */
-double hsq_rng_student_t(hsq_rng *rng, int nu);   /* Student t with nu > 0 dof */
+double hsq_rng_student_t(hsq_rng *rng, int nu);   /* Student t, nu >= 1 dof (else NaN) */
 
 /* --------------------------------------------- two-sample KS statistics */
 
@@ -450,6 +451,10 @@ typedef struct hsq_study_params {
 hsq_study_params hsq_study_default_params(void);
 
 typedef struct hsq_study hsq_study;
+/* Checks the parameters without running anything (hsq_study_run checks
+ * them too). Data-dependent limits, such as an SQ tail floor that exceeds
+ * the budget once d_eff is known, can still fail the run. */
+hsq_status hsq_study_check_params(const hsq_study_params *params);
 /* Runs regimes x codecs x bits x streams x seeds. The result does not depend
  * on n_threads. */
 hsq_status hsq_study_run(const hsq_study_params *params, hsq_study **out);

@@ -1,5 +1,7 @@
 /* tokenize_api.c - the public tokenizer calls of hsq.h: tokenize, token
  * bytes, streaming detokenization and the chat template. */
+#include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,6 +160,59 @@ static char *default_system(const char *tmpl)
 	return s;
 }
 
+/* The template family of the model: its chat template names the markers;
+ * without one, the vocabulary's tokens decide. */
+enum chat_kind { CHAT_NONE, CHAT_CHATML, CHAT_GEMMA };
+
+static enum chat_kind chat_kind(const hsq_tokenizer *tok, const char *tmpl)
+{
+	if (tmpl)
+		return strstr(tmpl, "<|im_start|>") ? CHAT_CHATML : strstr(tmpl, "<start_of_turn>") ? CHAT_GEMMA : CHAT_NONE;
+	if (tokenizer_find(tok, "<|im_start|>") >= 0 && tokenizer_find(tok, "<|im_end|>") >= 0)
+		return CHAT_CHATML;
+	if (tokenizer_find(tok, "<start_of_turn>") >= 0 && tokenizer_find(tok, "<end_of_turn>") >= 0)
+		return CHAT_GEMMA;
+	return CHAT_NONE;
+}
+
+/* A malloc'ed copy of s without leading and trailing ASCII white space
+ * (llama.cpp's trim()); NULL when out of memory. */
+static char *trim_dup(const char *s)
+{
+	size_t n = strlen(s);
+	while (n && isspace((unsigned char)*s)) {
+		s++;
+		n--;
+	}
+	while (n && isspace((unsigned char)s[n - 1]))
+		n--;
+	return strndup(s, n);
+}
+
+/* Gemma's turns, as llama.cpp's built-in "gemma" template writes them: no
+ * system role, so a system message opens the first user turn; both
+ * messages trimmed; "model" for the assistant. BOS is not part of the text:
+ * the tokenizer adds it (tokenizer.ggml.add_bos_token). */
+static hsq_status chat_gemma(const char *system, const char *user, char **out)
+{
+	static const char open[] = "<start_of_turn>user\n", close[] = "<end_of_turn>\n<start_of_turn>model\n";
+	char *sys = system ? trim_dup(system) : NULL, *usr = trim_dup(user), *s = NULL;
+	if ((system && !sys) || !usr)
+		goto oom;
+	size_t n = strlen(open) + (sys ? strlen(sys) + 2 : 0) + strlen(usr) + strlen(close) + 1;
+	if (!(s = malloc(n)))
+		goto oom;
+	snprintf(s, n, "%s%s%s%s%s", open, sys && *sys ? sys : "", sys && *sys ? "\n\n" : "", usr, close);
+	free(sys);
+	free(usr);
+	*out = s;
+	return HSQ_OK;
+oom:
+	free(sys);
+	free(usr);
+	return hsq_fail(HSQ_ERR_NOMEM, "out of memory formatting a chat prompt");
+}
+
 hsq_status hsq_chat_format(const hsq_model *model, const char *system, const char *user, char **out)
 {
 	char *dflt = NULL;
@@ -169,11 +224,15 @@ hsq_status hsq_chat_format(const hsq_model *model, const char *system, const cha
 	*out = NULL;
 
 	const char *tmpl = tokenizer_chat_template(model->tok);
-	if (tmpl ? !strstr(tmpl, "<|im_start|>")
-		 : tokenizer_find(model->tok, "<|im_start|>") < 0 || tokenizer_find(model->tok, "<|im_end|>") < 0)
+	enum chat_kind kind = chat_kind(model->tok, tmpl);
+	if (kind == CHAT_NONE)
 		return hsq_fail(HSQ_ERR_UNSUPPORTED,
-				"the %s model '%s' %s; only chatml templates are supported for now: pass a raw prompt",
-				model->arch, model->name, tmpl ? "has a chat template that is not chatml" : "has no chat template");
+				"the %s model '%s' %s; only chatml and gemma templates are supported for now: pass a raw "
+				"prompt",
+				model->arch, model->name,
+				tmpl ? "has a chat template that is neither chatml nor gemma" : "has no chat template");
+	if (kind == CHAT_GEMMA)
+		return chat_gemma(system, user, out);
 	if (!system && tmpl)
 		system = dflt = default_system(tmpl);
 

@@ -20,7 +20,12 @@
  *
  * Strings are interned: every token text and every string named by a merge
  * gets an id (tokens keep their own ids, merge-only strings follow), so BPE
- * works on integer pairs and a merge lookup is one hash probe. */
+ * works on integer pairs and a merge lookup is one hash probe.
+ *
+ * SentencePiece vocabularies (tokenizer.ggml.model = "llama", e.g. gemma3)
+ * share the vocabulary, attributes, EOG set, pieces and the special-token
+ * partition (stage 1) built here; tokenizer_spm.c encodes their raw
+ * fragments in place of stages 2-4. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <stdio.h>
@@ -29,6 +34,7 @@
 
 #include "error.h"
 #include "tokenizer.h"
+#include "tokenizer_spm.h"
 #include "unicode.h"
 
 /* Token attributes, as llama.cpp's llama_token_attr bits. */
@@ -128,6 +134,8 @@ struct hsq_tokenizer {
 	int32_t byte_sym[256]; /* interned id of enc[b], -1 if neither token nor merged */
 	int32_t byte_tok[256]; /* token whose text is the single byte b, -1 if none */
 	char *chat_template;   /* NUL-terminated copy, or NULL */
+	spm_vocab *spm;        /* tokenizer.ggml.model = "llama" (tokenizer_spm.c); NULL for gpt2 */
+	int clean_spaces;      /* llama.cpp's clean_spaces, for tokenizer_detokenize */
 };
 
 /* ------------------------------------------------------------ interning */
@@ -643,6 +651,12 @@ static hsq_status build_pieces(hsq_tokenizer *t)
 				st = oom();
 				goto done;
 			}
+		} else if ((a & ATTR_NORMAL) && t->spm) {
+			if (sb_put(&sb, s, n)) {
+				st = oom();
+				goto done;
+			}
+			sb.n = start + spm_unescape(sb.p + start, n);
 		} else if (a & ATTR_NORMAL) {
 			for (size_t i = 0; i < n;) {
 				size_t adv;
@@ -783,6 +797,34 @@ static hsq_status compile_regex(const char *re, pcre2_code **out)
 	return HSQ_OK;
 }
 
+/* The merge table (empty), sized for a load factor of at most one half. */
+static hsq_status alloc_merges(hsq_tokenizer *t, const gguf_file *f)
+{
+	uint64_t n_tok_arr = 0, n_merges = 0;
+	const gguf_kv *kv = gguf_find(f, "tokenizer.ggml.tokens");
+
+	if (kv && kv->type == GGUF_TYPE_ARRAY)
+		n_tok_arr = kv->arr_len;
+	kv = gguf_find(f, "tokenizer.ggml.merges");
+	if (!kv)
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: tokenizer.ggml.merges is missing; a gpt2 tokenizer needs its merges",
+				f->path);
+	if (kv->type != GGUF_TYPE_ARRAY || kv->arr_type != GGUF_TYPE_STRING)
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: metadata key 'tokenizer.ggml.merges' is not an array of strings",
+				f->path);
+	n_merges = kv->arr_len;
+	if (n_tok_arr > MAX_VOCAB || n_merges > MAX_MERGES)
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: %llu tokens and %llu merges exceed the limits (%d each)", f->path,
+				(unsigned long long)n_tok_arr, (unsigned long long)n_merges, MAX_VOCAB);
+	t->merge_mask = pow2_at_least(2 * n_merges) - 1;
+	t->merges = malloc(sizeof *t->merges * ((size_t)t->merge_mask + 1));
+	if (!t->merges)
+		return oom();
+	for (size_t i = 0; i <= t->merge_mask; i++)
+		t->merges[i].rank = UINT32_MAX;
+	return HSQ_OK;
+}
+
 /* Copies an optional string value into buf for comparison and error
  * messages. *present: 0 absent, 1 present, 2 present but longer than buf
  * (so it cannot be any value we support). */
@@ -810,10 +852,8 @@ hsq_status tokenizer_load(const gguf_file *f, hsq_tokenizer **out)
 	hsq_tokenizer *t = NULL;
 	hsq_status st;
 	char model[64], pre[64];
-	int have_model, have_pre;
-	uint64_t n_tok_arr = 0, n_merges = 0;
+	int have_model, have_pre, spm;
 	hsq_token eot = -1, eom = -1, fim[6] = {-1, -1, -1, -1, -1, -1};
-	const gguf_kv *kv;
 
 	*out = NULL;
 	if ((st = str_field(f, "tokenizer.ggml.model", model, sizeof model, &have_model)))
@@ -821,12 +861,21 @@ hsq_status tokenizer_load(const gguf_file *f, hsq_tokenizer **out)
 	if (!have_model)
 		return hsq_fail(HSQ_ERR_FORMAT, "%s: tokenizer.ggml.model is missing; the file has no tokenizer",
 				f->path);
-	if (have_model != 1 || strcmp(model, "gpt2") != 0)
+	spm = have_model == 1 && strcmp(model, "llama") == 0;
+	if (!spm && (have_model != 1 || strcmp(model, "gpt2") != 0))
 		return hsq_fail(HSQ_ERR_UNSUPPORTED,
-				"%s: tokenizer model '%s' is not supported (supported: gpt2, byte-level bpe)", f->path,
-				model);
+				"%s: tokenizer model '%s' is not supported (supported: gpt2, byte-level bpe; "
+				"llama, sentencepiece)",
+				f->path, model);
+	/* llama.cpp would merge by all-zero scores; no real SPM file lacks them. */
+	if (spm && !gguf_find(f, "tokenizer.ggml.scores"))
+		return hsq_fail(HSQ_ERR_UNSUPPORTED,
+				"%s: tokenizer model 'llama' (sentencepiece) without tokenizer.ggml.scores is not supported",
+				f->path);
 	if ((st = str_field(f, "tokenizer.ggml.pre", pre, sizeof pre, &have_pre)))
 		return st;
+	if (spm)
+		have_pre = 0; /* llama.cpp ignores the pre-tokenizer of SPM vocabularies */
 
 	t = calloc(1, sizeof *t);
 	if (!t)
@@ -852,37 +901,10 @@ hsq_status tokenizer_load(const gguf_file *f, hsq_tokenizer **out)
 		t->ignore_merges = 1;
 		t->add_bos = 1;
 	}
+	t->clean_spaces = !spm && bpe_clean_spaces(have_pre == 1 ? pre : "");
 
-	/* Size the merge table for a load factor of at most one half. */
-	kv = gguf_find(f, "tokenizer.ggml.tokens");
-	if (kv && kv->type == GGUF_TYPE_ARRAY)
-		n_tok_arr = kv->arr_len;
-	kv = gguf_find(f, "tokenizer.ggml.merges");
-	if (!kv) {
-		st = hsq_fail(HSQ_ERR_FORMAT, "%s: tokenizer.ggml.merges is missing; a gpt2 tokenizer needs its merges",
-			      f->path);
+	if (!spm && (st = alloc_merges(t, f)))
 		goto fail;
-	}
-	if (kv->type != GGUF_TYPE_ARRAY || kv->arr_type != GGUF_TYPE_STRING) {
-		st = hsq_fail(HSQ_ERR_FORMAT, "%s: metadata key 'tokenizer.ggml.merges' is not an array of strings",
-			      f->path);
-		goto fail;
-	}
-	n_merges = kv->arr_len;
-	if (n_tok_arr > MAX_VOCAB || n_merges > MAX_MERGES) {
-		st = hsq_fail(HSQ_ERR_FORMAT, "%s: %llu tokens and %llu merges exceed the limits (%d each)", f->path,
-			      (unsigned long long)n_tok_arr, (unsigned long long)n_merges, MAX_VOCAB);
-		goto fail;
-	}
-	t->merge_mask = pow2_at_least(2 * n_merges) - 1;
-	t->merges = malloc(sizeof *t->merges * ((size_t)t->merge_mask + 1));
-	if (!t->merges) {
-		st = oom();
-		goto fail;
-	}
-	for (size_t i = 0; i <= t->merge_mask; i++)
-		t->merges[i].rank = UINT32_MAX;
-
 	if ((st = load_tokens(t, f)))
 		goto fail;
 	t->attr = malloc((size_t)t->n_vocab);
@@ -891,8 +913,14 @@ hsq_status tokenizer_load(const gguf_file *f, hsq_tokenizer **out)
 		st = oom();
 		goto fail;
 	}
-	if ((st = load_types(t, f)) || (st = load_merges(t, f)))
+	if ((st = load_types(t, f)) || (st = spm ? spm_load(f, t, &t->spm) : load_merges(t, f)))
 		goto fail;
+	if (spm) {
+		/* llama.cpp's defaults for SPM vocabularies; metadata overrides. */
+		t->bos = t->n_vocab > 1 ? 1 : -1;
+		t->eos = t->n_vocab > 2 ? 2 : -1;
+		t->add_bos = 1;
+	}
 
 	if ((st = read_token_id(f, "tokenizer.ggml.bos_token_id", t->n_vocab, &t->bos)) ||
 	    (st = read_token_id(f, "tokenizer.ggml.eos_token_id", t->n_vocab, &t->eos)) ||
@@ -932,10 +960,11 @@ hsq_status tokenizer_load(const gguf_file *f, hsq_tokenizer **out)
 			t->specials[t->n_specials++] = id;
 	qsort_r(t->specials, (size_t)t->n_specials, sizeof *t->specials, cmp_special, t);
 
-	build_byte_maps(t);
+	if (!spm)
+		build_byte_maps(t);
 	if ((st = build_pieces(t)))
 		goto fail;
-	for (const char *const *re = pre_regexes[t->pre]; *re; re++)
+	for (const char *const *re = pre_regexes[t->pre]; *re && !spm; re++)
 		if ((st = compile_regex(*re, &t->re[t->n_re++])))
 			goto fail;
 
@@ -979,6 +1008,7 @@ void tokenizer_free(hsq_tokenizer *t)
 	free(t->piece_len);
 	free(t->specials);
 	free(t->chat_template);
+	spm_free(t->spm);
 	free(t);
 }
 
@@ -1016,6 +1046,27 @@ hsq_token tokenizer_find(const hsq_tokenizer *t, const char *text)
 {
 	int32_t id = str_lookup(t, text, strlen(text));
 	return id < t->n_vocab ? id : -1;
+}
+
+hsq_token tokenizer_lookup(const hsq_tokenizer *t, const char *s, size_t n)
+{
+	int32_t id = str_lookup(t, s, n);
+	return id < t->n_vocab ? id : -1;
+}
+
+const spm_vocab *tokenizer_spm(const hsq_tokenizer *t)
+{
+	return t->spm;
+}
+
+int tokenizer_add_eos(const hsq_tokenizer *t)
+{
+	return t->add_eos;
+}
+
+int tokenizer_clean_spaces(const hsq_tokenizer *t)
+{
+	return t->clean_spaces;
 }
 
 hsq_status tokenizer_token_bytes(const hsq_tokenizer *t, hsq_token tk, int special, const char **bytes,
@@ -1351,6 +1402,20 @@ static hsq_status encode_raw(const hsq_tokenizer *t, work *w, const uint8_t *tex
 	return HSQ_OK;
 }
 
+/* 1 if every byte pair of s[0..n) (its byte, if n is 1) is marked in the
+ * text's pairs / bytes bitmaps: a cheap necessary condition for s to occur. */
+static int may_occur(const char *s, size_t n, const uint64_t *pairs, const uint64_t *bytes)
+{
+	if (n == 1)
+		return (int)(bytes[(uint8_t)s[0] >> 6] >> ((uint8_t)s[0] & 63)) & 1;
+	for (size_t i = 0; i + 1 < n; i++) {
+		unsigned p = (unsigned)(uint8_t)s[i] << 8 | (uint8_t)s[i + 1];
+		if (!((pairs[p >> 6] >> (p & 63)) & 1))
+			return 0;
+	}
+	return 1;
+}
+
 /* llama.cpp's tokenizer_st_partition: for each special token, longest
  * first, cut every occurrence out of every raw fragment. */
 static hsq_status partition(const hsq_tokenizer *t, const char *text, size_t len, int parse_special, frag **out,
@@ -1365,6 +1430,18 @@ static hsq_status partition(const hsq_tokenizer *t, const char *text, size_t len
 		goto done;
 	}
 	a[0] = (frag){0, len, -1};
+	/* The bytes and byte pairs the text holds: a special token with a pair
+	 * the text lacks cannot occur, which spares most memmem scans when
+	 * there are thousands of special tokens (gemma3 has ~6400). */
+	uint64_t pairs[65536 / 64] = {0}, bytes[4] = {0};
+	for (size_t i = 0; i < len; i++) {
+		uint8_t c = (uint8_t)text[i];
+		bytes[c >> 6] |= 1ull << (c & 63);
+		if (i + 1 < len) {
+			unsigned p = (unsigned)c << 8 | (uint8_t)text[i + 1];
+			pairs[p >> 6] |= 1ull << (p & 63);
+		}
+	}
 	for (int k = 0; k < t->n_specials; k++) {
 		int32_t sp = t->specials[k];
 		const char *stext = tok_text(t, sp);
@@ -1372,7 +1449,7 @@ static hsq_status partition(const hsq_tokenizer *t, const char *text, size_t len
 		/* Without parse_special only user-defined tokens are cut out. */
 		if (!parse_special && (t->attr[sp] & (ATTR_CONTROL | ATTR_UNKNOWN)))
 			continue;
-		if (!memmem(text, len, stext, slen))
+		if (!may_occur(stext, slen, pairs, bytes) || !memmem(text, len, stext, slen))
 			continue;
 		for (size_t i = 0; i < n; i++) {
 			/* Worst case this fragment becomes 2 pieces per match + 1. */
@@ -1462,13 +1539,18 @@ hsq_status tokenizer_encode(const hsq_tokenizer *t, const char *text, size_t len
 	if (len) {
 		if ((st = partition(t, text, len, parse_special, &frags, &n_frags)))
 			goto done;
+		int prev_special = 1; /* SPM's space prefix: at the start and after special tokens */
 		for (size_t i = 0; i < n_frags; i++) {
 			if (frags[i].tok >= 0)
 				st = emit(&w, frags[i].tok);
+			else if (t->spm)
+				st = spm_encode(t->spm, t, text + frags[i].off, frags[i].len, prev_special, &w.out, &w.n_out,
+						&w.cap_out);
 			else
 				st = encode_raw(t, &w, (const uint8_t *)text + frags[i].off, frags[i].len);
 			if (st)
 				goto done;
+			prev_special = frags[i].tok >= 0;
 		}
 	}
 	if (add_eos && (st = emit(&w, t->eos)))

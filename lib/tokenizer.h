@@ -1,7 +1,9 @@
 /* tokenizer.h - tokenizers built from GGUF metadata (internal).
  *
  * Byte-level BPE (tokenizer.ggml.model = "gpt2") with the pre-tokenizer
- * named by tokenizer.ggml.pre, special tokens, BOS/EOS handling. */
+ * named by tokenizer.ggml.pre, and SentencePiece-style BPE over scores with
+ * byte fallback ("llama", e.g. gemma3; tokenizer_spm.c); special tokens,
+ * BOS/EOS handling, shared by both. */
 #ifndef HSQ_TOKENIZER_H
 #define HSQ_TOKENIZER_H
 

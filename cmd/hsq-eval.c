@@ -6,7 +6,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -58,7 +60,9 @@ enum {
 
 static const cli_option codecs_options[] = {
 	{ "seeds", 's', "N", "seeds per cell and stream (default 200)", OPT_SEEDS },
-	{ "regimes", 0, "LIST", "comma-separated regimes (default: all eight)", OPT_REGIMES },
+	{ "regimes", 0, "LIST",
+	  "comma-separated regimes: isotropic,heavy-tail,low-rank,kv-aligned,kv-misaligned,decay-fast,"
+	  "decay-slow,shift (default: all)", OPT_REGIMES },
 	{ "codecs", 0, "LIST", "comma-separated codecs: plain,tq,tq-qjl,sq,squ (default: all)", OPT_CODECS },
 	{ "bits", 0, "LIST", "comma-separated bits per value (default 2,3,4)", OPT_BITS },
 	{ "dim", 0, "D", "values per vector, 16..256 (default 128)", OPT_DIM },
@@ -72,7 +76,9 @@ static const cli_option codecs_options[] = {
 	{ "tail-bits", 0, "N", "sq fixed bits per tail coordinate, 0..4 (default 1)", OPT_TAIL_BITS },
 	{ "max-bits", 0, "N", "sq cap on one coordinate's bits, 1..8 (default 8)", OPT_MAX_BITS },
 	{ "joint-calib", 0, NULL, "calibrate sq/squ on K and V pooled (default: separately)", OPT_JOINT_CALIB },
-	{ "metric", 0, "NAME", "metric of the printed table (default d2)", OPT_METRIC },
+	{ "metric", 0, "NAME",
+	  "metric of the table and plot, one of relmse, dir_err, d2, relmse_k, relmse_v, attn_err, "
+	  "attn_err_k, attn_err_v, score_bias, score_var (default d2)", OPT_METRIC },
 	{ "threads", 'j', "N", "worker threads, 0 = all cores (default 0)", OPT_THREADS },
 	{ "output", 'o', "PREFIX", "write PREFIX.csv, PREFIX.json, PREFIX.svg (default hsq-codecs)", OPT_OUTPUT },
 	{ "quiet", 'q', NULL, "print nothing on success (files are still written)", OPT_QUIET },
@@ -299,19 +305,64 @@ static void print_table(const report *r, hsq_metric metric)
 	}
 }
 
-static FILE *open_out(const char *prefix, const char *ext, char *path, size_t cap)
+/* The three output files: written to temporary files next to their
+ * destination, opened before the study runs (a bad prefix fails at once,
+ * not after minutes of work) and renamed into place only when complete,
+ * so a failed run leaves earlier results untouched. */
+typedef struct outputs {
+	char path[3][4096]; /* PREFIX.csv, PREFIX.json, PREFIX.svg */
+	char tmp[3][4096];  /* PREFIX.csv.XXXXXX, ... */
+	FILE *f[3];
+} outputs;
+
+enum { OUT_CSV, OUT_JSON, OUT_SVG };
+
+static void outputs_discard(outputs *o)
 {
-	snprintf(path, cap, "%s.%s", prefix, ext);
-	FILE *f = fopen(path, "w");
-	if (!f)
-		cli_die(PROG, EXIT_FAILURE_RUNTIME, "cannot write %s: %s", path, strerror(errno));
-	return f;
+	for (int i = 0; i < 3; i++) {
+		if (o->f[i]) {
+			fclose(o->f[i]);
+			remove(o->tmp[i]);
+			o->f[i] = NULL;
+		}
+	}
 }
 
-static void close_out(FILE *f, const char *path)
+static void outputs_open(outputs *o, const char *prefix)
 {
-	if (ferror(f) | fclose(f))
-		cli_die(PROG, EXIT_FAILURE_RUNTIME, "cannot write %s: %s", path, strerror(errno));
+	static const char *ext[3] = { "csv", "json", "svg" };
+	memset(o, 0, sizeof *o);
+	mode_t mask = umask(0);
+	umask(mask);
+	for (int i = 0; i < 3; i++) {
+		int n = snprintf(o->path[i], sizeof o->path[i], "%s.%s", prefix, ext[i]);
+		snprintf(o->tmp[i], sizeof o->tmp[i], "%s.%s.XXXXXX", prefix, ext[i]);
+		int fd = n > 0 && (size_t)n + 8 < sizeof o->path[i] ? mkstemp(o->tmp[i]) : -1;
+		if (fd < 0 || fchmod(fd, 0666 & ~mask) != 0 || !(o->f[i] = fdopen(fd, "w"))) {
+			int e = errno;
+			if (fd >= 0) {
+				close(fd);
+				remove(o->tmp[i]);
+			}
+			outputs_discard(o);
+			cli_die(PROG, EXIT_FAILURE_RUNTIME, "cannot write %s: %s", o->path[i], strerror(e));
+		}
+	}
+}
+
+static void outputs_commit(outputs *o)
+{
+	for (int i = 0; i < 3; i++) {
+		int bad = ferror(o->f[i]);
+		bad |= fclose(o->f[i]);
+		o->f[i] = NULL;
+		if (bad || rename(o->tmp[i], o->path[i]) != 0) {
+			int e = errno;
+			remove(o->tmp[i]);
+			outputs_discard(o);
+			cli_die(PROG, EXIT_FAILURE_RUNTIME, "cannot write %s: %s", o->path[i], strerror(e));
+		}
+	}
 }
 
 /* %.6g, or an empty field / null for a value that is not finite. */
@@ -323,11 +374,9 @@ static void put_num(FILE *f, double v, const char *missing)
 		fputs(missing, f);
 }
 
-static void write_csv(const report *r, const char *prefix)
+static void write_csv(const report *r, FILE *f)
 {
 	const hsq_study_params *p = r->p;
-	char path[4096];
-	FILE *f = open_out(prefix, "csv", path, sizeof path);
 	fprintf(f, "regime,codec,bits,bits_per_value,metric");
 	for (int s = 0; s < p->n_streams; s++) {
 		const char *n = hsq_rng_name(p->streams[s]);
@@ -357,7 +406,6 @@ static void write_csv(const report *r, const char *prefix)
 					fputc('\n', f);
 				}
 			}
-	close_out(f, path);
 }
 
 static void json_str(FILE *f, const char *s)
@@ -375,11 +423,9 @@ static void json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-static void write_json(const report *r, const char *prefix)
+static void write_json(const report *r, FILE *f)
 {
 	const hsq_study_params *p = r->p;
-	char path[4096];
-	FILE *f = open_out(prefix, "json", path, sizeof path);
 	fprintf(f, "{\"tool\":\"hsq-eval\",\"subcommand\":\"codecs\",\"version\":");
 	json_str(f, hsq_version());
 	fprintf(f, ",\"seconds\":%.3f,\n\"params\":{\"seeds\":%d,\"base_seed\":%llu,\"dim\":%d,\"tokens\":%d,"
@@ -450,19 +496,16 @@ static void write_json(const report *r, const char *prefix)
 		fputc('}', f);
 	}
 	fprintf(f, "\n]}\n");
-	close_out(f, path);
 }
 
 /* One panel per regime: log10 of the mean metric (first stream) against
  * bits, one line per codec, the 95% interval as whiskers. */
-static void write_svg(const report *r, const char *prefix, hsq_metric metric)
+static void write_svg(const report *r, FILE *f, hsq_metric metric)
 {
 	static const char *colors[] = { "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e" };
 	const hsq_study_params *p = r->p;
 	const int cols = p->n_regimes < 4 ? p->n_regimes : 4, rows = (p->n_regimes + cols - 1) / cols;
 	const double pw = 300, ph = 240, ml = 58, mr = 12, mt = 28, mb = 40;
-	char path[4096];
-	FILE *f = open_out(prefix, "svg", path, sizeof path);
 	double width = cols * pw, height = rows * ph + 40;
 	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
 		   "font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" "
@@ -554,19 +597,26 @@ static void write_svg(const report *r, const char *prefix, hsq_metric metric)
 			hsq_codec_kind_name(p->codecs[cd]));
 	}
 	fprintf(f, "</svg>\n");
-	close_out(f, path);
 }
 
 static int cmd_codecs(int argc, char **argv)
 {
 	codecs_opts o;
+	outputs out;
 	parse_codecs(argc, argv, &o);
+	hsq_status st = hsq_study_check_params(&o.params);
+	if (st != HSQ_OK)
+		cli_usage_error(PROG, "%s", hsq_last_error());
+	outputs_open(&out, o.prefix);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	hsq_study *study = NULL;
-	hsq_status st = hsq_study_run(&o.params, &study);
-	if (st != HSQ_OK)
+	st = hsq_study_run(&o.params, &study);
+	if (st != HSQ_OK) {
+		outputs_discard(&out);
+		/* a parameter combination the library refuses is a usage error */
 		cli_die_status(PROG, st == HSQ_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAILURE_RUNTIME, st);
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	report r;
 	memset(&r, 0, sizeof r);
@@ -580,9 +630,10 @@ static int cmd_codecs(int argc, char **argv)
 	for (int s = 0; s < r.p->n_streams; s++)
 		if ((st = hsq_study_findings(study, s, r.findings[s])) != HSQ_OK)
 			cli_die_status(PROG, EXIT_FAILURE_RUNTIME, st);
-	write_csv(&r, o.prefix);
-	write_json(&r, o.prefix);
-	write_svg(&r, o.prefix, o.metric);
+	write_csv(&r, out.f[OUT_CSV]);
+	write_json(&r, out.f[OUT_JSON]);
+	write_svg(&r, out.f[OUT_SVG], o.metric);
+	outputs_commit(&out);
 	if (!o.quiet) {
 		print_table(&r, o.metric);
 		printf("\nwrote %s.csv, %s.json, %s.svg\n", o.prefix, o.prefix, o.prefix);

@@ -98,6 +98,9 @@ hsq_status codec_region_init(hsq_codec *c, int r, int n_fields, const uint8_t *w
 	}
 	reg->lut_len = lut_len;
 	reg->byte_width = (uniform && 8 % uniform == 0) ? uniform : 0;
+	reg->group_width = (uniform && 8 % uniform != 0) ? uniform : 0;
+	reg->chunk_fields = reg->group_width && 2 * reg->group_width <= 8 ? 2 : 1;
+	reg->n_chunks = (n_fields + reg->chunk_fields - 1) / reg->chunk_fields;
 	reg->n_bytes = (total_bits + 7) / 8;
 	reg->first_field = r == 0 ? 0 : c->region[0].n_fields;
 	c->n_regions = r + 1;
@@ -183,22 +186,46 @@ int hsq_codec_n_fields(const hsq_codec *c)
 	return n;
 }
 
+/* Byte-aligned widths (1, 2, 4, 8): w is a constant at each call site
+ * below, so the inner loops unroll. Full bytes first, then the tail. */
+static inline void pack_bytes(const uint8_t *idx, int n, uint8_t *out, const int w)
+{
+	const int per = 8 / w;
+	const unsigned mask = (1u << w) - 1u;
+	int full = n / per, p = 0;
+	for (; p < full; p++) {
+		unsigned byte = 0;
+		for (int s = 0; s < per; s++)
+			byte |= ((unsigned)idx[p * per + s] & mask) << (s * w);
+		out[p] = (uint8_t)byte;
+	}
+	if (full * per < n) {
+		unsigned byte = 0;
+		for (int s = 0; full * per + s < n; s++)
+			byte |= ((unsigned)idx[full * per + s] & mask) << (s * w);
+		out[p] = (uint8_t)byte;
+	}
+}
+
+static inline void unpack_bytes(const uint8_t *in, int n, uint8_t *idx, const int w)
+{
+	const int per = 8 / w;
+	const unsigned mask = (1u << w) - 1u;
+	int full = n / per, p = 0;
+	for (; p < full; p++)
+		for (int s = 0; s < per; s++)
+			idx[p * per + s] = (uint8_t)((in[p] >> (s * w)) & mask);
+	for (int s = 0; full * per + s < n; s++)
+		idx[full * per + s] = (uint8_t)((in[p] >> (s * w)) & mask);
+}
+
 void codec_pack(const codec_region *reg, const uint8_t *idx, uint8_t *out)
 {
-	int w = reg->byte_width;
-	if (w) {
-		int per = 8 / w;
-		unsigned mask = (1u << w) - 1u;
-		for (size_t p = 0; p < reg->n_bytes; p++) {
-			unsigned byte = 0;
-			for (int s = 0; s < per; s++) {
-				size_t f = p * (size_t)per + (size_t)s;
-				if (f < (size_t)reg->n_fields)
-					byte |= ((unsigned)idx[f] & mask) << (s * w);
-			}
-			out[p] = (uint8_t)byte;
-		}
-		return;
+	switch (reg->byte_width) {
+	case 1: pack_bytes(idx, reg->n_fields, out, 1); return;
+	case 2: pack_bytes(idx, reg->n_fields, out, 2); return;
+	case 4: pack_bytes(idx, reg->n_fields, out, 4); return;
+	case 8: memcpy(out, idx, (size_t)reg->n_fields); return;
 	}
 	uint64_t acc = 0;
 	int have = 0;
@@ -218,13 +245,11 @@ void codec_pack(const codec_region *reg, const uint8_t *idx, uint8_t *out)
 
 void codec_unpack(const codec_region *reg, const uint8_t *in, uint8_t *idx)
 {
-	int w = reg->byte_width;
-	if (w) {
-		int per = 8 / w;
-		unsigned mask = (1u << w) - 1u;
-		for (int f = 0; f < reg->n_fields; f++)
-			idx[f] = (uint8_t)((in[f / per] >> ((f % per) * w)) & mask);
-		return;
+	switch (reg->byte_width) {
+	case 1: unpack_bytes(in, reg->n_fields, idx, 1); return;
+	case 2: unpack_bytes(in, reg->n_fields, idx, 2); return;
+	case 4: unpack_bytes(in, reg->n_fields, idx, 4); return;
+	case 8: memcpy(idx, in, (size_t)reg->n_fields); return;
 	}
 	uint64_t acc = 0;
 	int have = 0;
@@ -302,7 +327,7 @@ hsq_status hsq_codec_query_new(const hsq_codec *c, hsq_codec_query **out)
 		goto nomem;
 	for (int r = 0; r < c->n_regions; r++) {
 		const codec_region *reg = &c->region[r];
-		size_t len = reg->byte_width ? reg->n_bytes * 256 : reg->lut_len;
+		size_t len = codec_lut_len(reg);
 		q->lut[r].region = reg;
 		q->lut[r].table = calloc(len ? len : 1, sizeof(float));
 		if (!q->lut[r].table)
@@ -339,37 +364,91 @@ void hsq_codec_query_free(hsq_codec_query *q)
 	free(q);
 }
 
+size_t codec_lut_len(const codec_region *reg)
+{
+	if (reg->byte_width)
+		return reg->n_bytes * 256;
+	if (reg->group_width)
+		return (size_t)reg->n_chunks << (reg->chunk_fields * reg->group_width);
+	return reg->lut_len;
+}
+
+/* Table of `per` consecutive fields of width bw starting at field f0 (fields
+ * past n contribute 0), indexed by their packed bits: built by doubling
+ * the table one field at a time (new index = old index | level << shift). */
+static void fill_packed(float *t, int per, int bw, size_t f0, int n, const float *w, const float *lv)
+{
+	int size = 1, nl = 1 << bw;
+	t[0] = 0.0f;
+	for (int s = 0; s < per; s++) {
+		size_t f = f0 + (size_t)s;
+		float wf = f < (size_t)n ? w[f] : 0.0f;
+		for (int k = nl - 1; k >= 0; k--)
+			for (int o = 0; o < size; o++)
+				t[k * size + o] = t[o] + wf * lv[k];
+		size *= nl;
+	}
+}
+
 void codec_lut_fill(codec_lut *lut, const float *w, const float *const *level_sets)
 {
 	const codec_region *reg = lut->region;
-	int bw = reg->byte_width;
-	if (!bw) {
-		for (int f = 0; f < reg->n_fields; f++) {
-			const float *lv = level_sets[reg->width[f]];
-			float *t = lut->table + reg->lut_off[f];
-			for (int k = 0; k < (1 << reg->width[f]); k++)
-				t[k] = w[f] * lv[k];
-		}
+	if (reg->byte_width) {
+		int per = 8 / reg->byte_width;
+		for (size_t p = 0; p < reg->n_bytes; p++)
+			fill_packed(lut->table + p * 256, per, reg->byte_width, p * (size_t)per, reg->n_fields, w,
+				    level_sets[reg->byte_width]);
 		return;
 	}
-	/* Byte mode: entry b of byte p sums the contributions of the 8/bw
-	 * fields packed in b, built by doubling the table one field at a time
-	 * (new index = old index | level << shift). */
-	int per = 8 / bw, nl = 1 << bw;
-	const float *lv = level_sets[bw];
-	for (size_t p = 0; p < reg->n_bytes; p++) {
-		float *t = lut->table + p * 256;
-		int size = 1;
-		t[0] = 0.0f;
-		for (int s = 0; s < per; s++) {
-			size_t f = p * (size_t)per + (size_t)s;
-			float wf = f < (size_t)reg->n_fields ? w[f] : 0.0f;
-			for (int k = nl - 1; k >= 0; k--)
-				for (int o = 0; o < size; o++)
-					t[k * size + o] = t[o] + wf * lv[k];
-			size *= nl;
+	if (reg->group_width) {
+		int gw = reg->group_width, cf = reg->chunk_fields;
+		size_t tsz = (size_t)1 << (cf * gw);
+		for (int ch = 0; ch < reg->n_chunks; ch++)
+			fill_packed(lut->table + ch * tsz, cf, gw, (size_t)ch * cf, reg->n_fields, w,
+				    level_sets[gw]);
+		return;
+	}
+	for (int f = 0; f < reg->n_fields; f++) {
+		const float *lv = level_sets[reg->width[f]];
+		float *t = lut->table + reg->lut_off[f];
+		for (int k = 0; k < (1 << reg->width[f]); k++)
+			t[k] = w[f] * lv[k];
+	}
+}
+
+/* Group mode: 8 fields in w bytes, read as one little-endian word, looked
+ * up chunk by chunk. */
+static float eval_groups(const codec_region *reg, const float *t, const uint8_t *packed)
+{
+	int gw = reg->group_width, cf = reg->chunk_fields, cbits = cf * gw, per = 8 / cf;
+	size_t tsz = (size_t)1 << cbits, mask = tsz - 1;
+	float s0 = 0.0f, s1 = 0.0f;
+	int ch = 0;
+	size_t g = 0;
+	if (gw == 3) {
+		/* The 3-bit case, unrolled: 3 bytes hold 4 chunks of 6 bits. */
+		for (; (size_t)ch + 4 <= (size_t)reg->n_chunks && g * 3 + 3 <= reg->n_bytes; g++, ch += 4) {
+			const uint8_t *p = packed + g * 3;
+			uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16;
+			const float *tc = t + (size_t)ch * 64;
+			s0 += tc[v & 63] + tc[128 + ((v >> 12) & 63)];
+			s1 += tc[64 + ((v >> 6) & 63)] + tc[192 + (v >> 18)];
 		}
 	}
+	for (; ch < reg->n_chunks; g++) {
+		size_t at = g * (size_t)gw, nb = reg->n_bytes - at < (size_t)gw ? reg->n_bytes - at : (size_t)gw;
+		uint64_t v = 0;
+		for (size_t b = 0; b < nb; b++)
+			v |= (uint64_t)packed[at + b] << (8 * b);
+		for (int k = 0; k < per && ch < reg->n_chunks; k++, ch++) {
+			float e = t[(size_t)ch * tsz + ((v >> (k * cbits)) & mask)];
+			if (k & 1)
+				s1 += e;
+			else
+				s0 += e;
+		}
+	}
+	return s0 + s1;
 }
 
 float codec_lut_eval(const codec_lut *lut, const uint8_t *packed)
@@ -390,6 +469,8 @@ float codec_lut_eval(const codec_lut *lut, const uint8_t *packed)
 			s0 += t[packed[p]];
 		return (s0 + s1) + (s2 + s3);
 	}
+	if (reg->group_width)
+		return eval_groups(reg, t, packed);
 	float s = 0.0f;
 	uint64_t acc = 0;
 	int have = 0;

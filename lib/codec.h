@@ -9,7 +9,10 @@
  * A field is one quantization index of `width` bits (widths may differ per
  * field: SpectralQuant). Field f of a region whose widths are all w, with w
  * dividing 8, lies in byte f / (8/w) at bit (f % (8/w)) * w, which lets the
- * dot product index a 256-entry table with each packed byte. */
+ * dot product index a 256-entry table with each packed byte. For other
+ * uniform widths (3 bits: the L2 tier) eight fields fill exactly w bytes,
+ * and the dot product reads them as one word and looks up two 3-bit
+ * fields at a time in a 64-entry table. */
 #ifndef HSQ_CODEC_H
 #define HSQ_CODEC_H
 #include "error.h"
@@ -25,6 +28,10 @@ typedef struct codec_region {
 	uint32_t *lut_off;  /* n_fields: offset of the field's table in a per-field LUT */
 	uint32_t lut_len;   /* per-field LUT length: sum of 2^width */
 	int byte_width;     /* w if every width is w and w divides 8, else 0 */
+	int group_width;    /* w if every width is w and w does not divide 8 (3, 5, 6, 7):
+			     * 8 fields fill exactly w bytes, read as one word */
+	int chunk_fields;   /* group mode: fields per LUT entry (2 when 2w <= 8) */
+	int n_chunks;       /* group mode: ceil(n_fields / chunk_fields) */
 	size_t offset;      /* byte offset of the region in a code */
 	size_t n_bytes;     /* packed bytes */
 	int first_field;    /* index of the region's first field in the codec's field list */
@@ -32,7 +39,8 @@ typedef struct codec_region {
 
 typedef struct codec_lut {
 	const codec_region *region;
-	float *table;       /* byte mode: n_bytes x 256; field mode: lut_len */
+	float *table;       /* byte mode: n_bytes x 256; group mode: n_chunks x
+			     * 2^(chunk_fields w); field mode: lut_len */
 } codec_lut;
 
 typedef struct codec_ops {
@@ -73,6 +81,8 @@ void codec_finish_layout(hsq_codec *c);
 void codec_pack(const codec_region *reg, const uint8_t *idx, uint8_t *out);
 void codec_unpack(const codec_region *reg, const uint8_t *in, uint8_t *idx);
 
+/* Table length (floats) of a LUT for the region. */
+size_t codec_lut_len(const codec_region *reg);
 /* LUT for a region: entry (field j, level k) = w[j] * levels(j)[k], where
  * levels(j) = level_sets[width of j] (2^width values each). */
 void codec_lut_fill(codec_lut *lut, const float *w, const float *const *level_sets);

@@ -3,7 +3,7 @@
  * compared on the same data and rotations (paired samples), so "A beats
  * B" means A is lower in significantly more seeds (sign test, p < 0.01)
  * and lower by more than 5% in the median seed; anything else is a tie.
- * The primary error is d2 (hsq-eval(1), METRICS). */
+ * The primary error is d2 (hsq-eval(1), Metrics). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,7 +19,7 @@ typedef struct ctx {
 	const hsq_study *s;
 	int stream;
 	int n;
-	double *diff;  /* n_seeds scratch for paired differences */
+	double *diff;  /* n_seeds scratch for per-seed ratios */
 } ctx;
 
 static const double *cell(const ctx *c, hsq_regime rg, hsq_codec_kind cd, int bits, hsq_metric m)

@@ -4,6 +4,7 @@
  * without -ffast-math) and restrict-qualified axpy. */
 #ifndef HSQ_CODEC_KERNELS_H
 #define HSQ_CODEC_KERNELS_H
+#include <stdint.h>
 
 static inline float codec_dotf(const float *restrict a, const float *restrict b, int n)
 {
@@ -53,6 +54,31 @@ static inline void codec_axpyd(double *restrict y, double a, const float *restri
 			y[j + t] += a * x[j + t];
 	for (; j < n; j++)
 		y[j] += a * x[j];
+}
+
+/* idx[j] = number of thresholds below u[j], i.e. the index of the nearest
+ * level when thresholds are the midpoints of ascending levels (the same
+ * answer as hsq_codebook_index, ties included). Counting over every
+ * threshold vectorizes across coordinates; worth it up to 15 thresholds
+ * (4 bits), beyond that a binary search per value is cheaper. */
+static inline void codec_count_below(const float *restrict u, int n, const float *restrict thr,
+				     int n_thr, uint8_t *restrict idx)
+{
+	int j = 0;
+	for (; j + 8 <= n; j += 8) {
+		int32_t k[8] = {0};
+		for (int t = 0; t < n_thr; t++)
+			for (int l = 0; l < 8; l++)
+				k[l] += u[j + l] > thr[t];
+		for (int l = 0; l < 8; l++)
+			idx[j + l] = (uint8_t)k[l];
+	}
+	for (; j < n; j++) {
+		int k = 0;
+		for (int t = 0; t < n_thr; t++)
+			k += u[j] > thr[t];
+		idx[j] = (uint8_t)k;
+	}
 }
 
 #endif

@@ -101,8 +101,10 @@ static int bits_ok(hsq_codec_kind kind, int bits)
 	}
 }
 
-static hsq_status check_params(const hsq_study_params *p)
+hsq_status hsq_study_check_params(const hsq_study_params *p)
 {
+	if (!p)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "study: null parameters");
 	if (p->n_seeds < 2 || p->n_seeds > 100000)
 		return hsq_fail(HSQ_ERR_INVALID_ARG, "study: %d seeds out of range 2..100000",
 				p->n_seeds);
@@ -312,9 +314,7 @@ hsq_status hsq_study_run(const hsq_study_params *params, hsq_study **out)
 	study_run run;
 	memset(&run, 0, sizeof run);
 	*out = NULL;
-	if (!params)
-		return hsq_fail(HSQ_ERR_INVALID_ARG, "study: null parameters");
-	st = check_params(params);
+	st = hsq_study_check_params(params);
 	if (st != HSQ_OK)
 		return st;
 	s = calloc(1, sizeof *s);

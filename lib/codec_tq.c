@@ -50,12 +50,13 @@ static void mse_stage(const hsq_codec *c, const float *y, float norm16, uint8_t 
 {
 	const tq_impl *im = c->impl;
 	int d = c->dim;
+	float u[HSQ_CODEC_MAX_DIM];
 	float to_unit = norm16 > 0.0f ? sqrtf((float)d) / norm16 : 0.0f;
-	for (int j = 0; j < d; j++) {
-		int k = hsq_codebook_index(im->cb, y[j] * to_unit);
-		idx[j] = (uint8_t)k;
-		yhat[j] = norm16 * im->levels[k];
-	}
+	for (int j = 0; j < d; j++)
+		u[j] = y[j] * to_unit;
+	codec_count_below(u, d, im->cb->threshold, im->cb->n - 1, idx);
+	for (int j = 0; j < d; j++)
+		yhat[j] = norm16 * im->levels[idx[j]];
 }
 
 static void tq_encode(const hsq_codec *c, const float *x, float *side, uint8_t *idx)

@@ -1,6 +1,6 @@
 /* regimes.h - the synthetic K/V regimes of the codec study (internal
  * constants; the API is in hsq.h). The numbers here are documented in
- * hsq-eval(1), REGIMES: change both together. */
+ * hsq-eval(1), CODECS, Regimes: change both together. */
 #ifndef HSQ_REGIMES_H
 #define HSQ_REGIMES_H
 #include "hsq.h"

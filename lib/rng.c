@@ -187,6 +187,8 @@ double hsq_rng_normal(hsq_rng *rng)
 
 double hsq_rng_student_t(hsq_rng *rng, int nu)
 {
+	if (nu < 1)
+		return NAN;
 	/* t = z / sqrt(chi2_nu / nu), chi2 as a sum of nu squared normals
 	 * (nu is a small integer in the regimes). */
 	double z = hsq_rng_normal(rng);

@@ -35,7 +35,7 @@ for o in --seeds --regimes --codecs --bits --dim --tokens --queries --calib --sc
 done
 man_page="$here/../../man/hsq-eval.1"
 if [ -f "$man_page" ]; then
-	grep -q 'hsq\\-eval codecs' "$man_page" && ok "man page documents codecs" || fail "man page lacks codecs"
+	grep -Eq 'hsq(\\)?-eval codecs' "$man_page" && ok "man page documents codecs" || fail "man page lacks codecs"
 	for o in $(printf '%s' "$out" | grep -o -- '--[a-z-]*' | sort -u); do
 		m=$(printf '%s' "$o" | sed 's/-/\\\\-/g')
 		grep -q -- "$m" "$man_page" && ok "man page documents $o" || fail "man page does not document $o"
@@ -86,6 +86,13 @@ cmp -s "$TMP/a.csv" "$TMP/c.csv" && fail "another base seed gives identical numb
 run "$E" codecs $SMALL -q --streams mt19937 -o "$TMP/d"; expect "a single stream exits 0" 0 ""
 head -n 1 "$TMP/d.csv" | grep -q '^regime,codec,bits,bits_per_value,metric,mt19937_mean,mt19937_sd,mt19937_ci_lo,mt19937_ci_hi,ks_d,ks_p$' \
 	&& ok "single-stream csv header" || fail "single-stream csv header" "$(head -n 1 "$TMP/d.csv")"
+
+# --- a run that fails keeps earlier results and leaves no temporary files
+echo "earlier results" > "$TMP/e.csv"
+run "$E" codecs --seeds 2 --regimes low-rank --codecs sq --bits 1 --tail-bits 2 --dim 64 --tokens 32 --calib 100 -o "$TMP/e"
+expect "a tail floor above the budget fails the run" 2 "tail floor"
+grep -q "earlier results" "$TMP/e.csv" && ok "earlier csv untouched" || fail "earlier csv overwritten"
+ls "$TMP" | grep -q '^e\.\(csv\|json\|svg\)\.' && fail "temporary files left behind" "$(ls "$TMP")" || ok "no temporary files left"
 
 # --- write errors exit 1 naming the file
 run "$E" codecs $SMALL -o "$TMP/no/such/dir/x"; expect "an unwritable prefix exits 1" 1 "cannot write .*x.csv"

@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "hsq.h"
+#include "codec_kernels.h"
 #include "lloyd_max.h"
 
 static void expect_positive_half(hsq_density dens, int dim, int bits, const double *want, double tol)
@@ -99,6 +100,25 @@ Test(codebook, cached_codebooks_and_index)
 			if (fabsf(u - a->level[k]) < fabsf(u - a->level[best]))
 				best = k;
 		cr_expect_eq(hsq_codebook_index(a, u), best, "u = %g", u);
+	}
+}
+
+/* The vectorized threshold count the TQ encoder uses gives the same index
+ * as the binary search, boundaries included. */
+Test(codebook, threshold_count_equals_search)
+{
+	for (int b = 1; b <= 4; b++) {
+		const hsq_codebook *cb;
+		cr_assert_eq(hsq_codebook_get(HSQ_DENSITY_BETA, 128, b, &cb), HSQ_OK);
+		float u[203];
+		uint8_t idx[203];
+		for (int j = 0; j < 203; j++)
+			u[j] = -3.5f + 0.035f * j;
+		u[0] = cb->threshold[0]; /* exactly on a boundary */
+		cr_assert_eq(u[0], cb->threshold[0]);
+		codec_count_below(u, 203, cb->threshold, cb->n - 1, idx);
+		for (int j = 0; j < 203; j++)
+			cr_expect_eq(idx[j], hsq_codebook_index(cb, u[j]), "b=%d u=%g", b, u[j]);
 	}
 }
 

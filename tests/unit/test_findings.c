@@ -123,7 +123,7 @@ Test(findings, heavy_tail, .timeout = 300)
 /* The heavy-tail failure has a second, catastrophic form: outliers in the
  * calibration set make a spurious spectral gap, d_eff collapses, and the
  * tail floor caps the quality at any budget. It occurs in a minority of
- * calibrations (12 of 200 K calibrations per stream in the CLI run); over
+ * calibrations (9 of 200 K calibrations in the CLI's PCG64 run); over
  * 60 seeds at least one appears, and every such seed has SQ at 4 bits
  * worse than TQ at 2 bits. Isotropic data of the same size never shows a
  * gap. */
@@ -135,8 +135,6 @@ Test(findings, heavy_tail_spurious_gap, .timeout = 300)
 	int bits[2] = {2, 4};
 	run *r = study(S, rg, 2, cd, 2, bits, 2, 1);
 	const double *deff = hsq_study_deff(r->s, 0, 0), *deff_iso = hsq_study_deff(r->s, 0, 1);
-	const double *sq4 = samples(r, HSQ_REGIME_HEAVY_TAIL, HSQ_CODEC_SQU, 4, HSQ_METRIC_D2);
-	const double *tq2 = samples(r, HSQ_REGIME_HEAVY_TAIL, HSQ_CODEC_TQ, 2, HSQ_METRIC_D2);
 	int pruned = 0;
 	for (int i = 0; i < S; i++) {
 		cr_expect_eq(deff_iso[i], 128.0, "isotropic seed %d: d_eff %g", i, deff_iso[i]);
@@ -151,8 +149,6 @@ Test(findings, heavy_tail_spurious_gap, .timeout = 300)
 	}
 	cr_expect_geq(pruned, 1, "no spurious gap in %d heavy-tailed calibrations", S);
 	cr_expect_leq(pruned, S / 4, "%d spurious gaps: far more than measured", pruned);
-	(void)sq4;
-	(void)tq2;
 	run_free(r);
 }
 

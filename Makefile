@@ -103,7 +103,7 @@ else
 endif
 
 cli: $(SAN_BINS) $(BINS)
-	@HSQ_TEST_MODEL='$(MODEL)' HSQ_BIN=$(BUILD)/san/bin sh tests/cli/run.sh
+	@HSQ_TEST_MODEL='$(MODEL)' HSQ_TEST_GEMMA='$(GEMMA)' HSQ_BIN=$(BUILD)/san/bin sh tests/cli/run.sh
 
 check: model gemma test-models
 	$(MAKE) all

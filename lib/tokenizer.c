@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "error.h"
 #include "tokenizer.h"
@@ -1366,9 +1367,23 @@ static hsq_status encode_raw(const hsq_tokenizer *t, work *w, const uint8_t *tex
 {
 	hsq_status st;
 	size_t n_cpt = 0, nb = 0, n_pa, n_pb = 0;
+	utf8proc_uint8_t *nfc = NULL;
 
-	if ((st = grow_text(w, len)))
-		return st;
+	/* Qwen2/Qwen3 tokenizers normalise to NFC before splitting (their
+	 * tokenizer.json has an NFC normalizer; llama.cpp skips this step, so
+	 * it splits decomposed text differently). Invalid UTF-8 is left as is. */
+	if (t->pre == PRE_QWEN2 && len) {
+		utf8proc_ssize_t r = utf8proc_map(text, (utf8proc_ssize_t)len, &nfc, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+		if (r >= 0) {
+			text = nfc;
+			len = (size_t)r;
+		} else {
+			nfc = NULL;
+		}
+	}
+	st = grow_text(w, len);
+	if (st)
+		goto done;
 	/* Decode leniently and re-encode, as llama.cpp's
 	 * unicode_cpts_from_utf8 + unicode_cpt_to_utf8 round trip does:
 	 * invalid bytes become U+FFFD, overlong forms shrink. */
@@ -1386,7 +1401,7 @@ static hsq_status encode_raw(const hsq_tokenizer *t, work *w, const uint8_t *tex
 	n_pa = 1;
 	for (int r = 0; r < t->n_re; r++) {
 		if ((st = regex_split(t->re[r], w, n_pa, &n_pb)))
-			return st;
+			goto done;
 		uint32_t *tmp = w->pa;
 		w->pa = w->pb;
 		w->pb = tmp;
@@ -1397,9 +1412,11 @@ static hsq_status encode_raw(const hsq_tokenizer *t, work *w, const uint8_t *tex
 		size_t b0 = w->coff[c], b1 = w->coff[c + w->pa[k]];
 		c += w->pa[k];
 		if ((st = bpe_piece(t, w, w->norm + b0, b1 - b0)))
-			return st;
+			goto done;
 	}
-	return HSQ_OK;
+done:
+	free(nfc);
+	return st;
 }
 
 /* 1 if every byte pair of s[0..n) (its byte, if n is 1) is marked in the

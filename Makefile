@@ -26,8 +26,12 @@ CLI_SRC   = $(filter-out cmd/hsq-%.c,$(wildcard cmd/*.c))
 TOOLS     = $(patsubst cmd/%.c,%,$(wildcard cmd/hsq-*.c))
 BINS      = $(TOOLS:%=$(BUILD)/bin/%)
 SAN_BINS  = $(TOOLS:%=$(BUILD)/san/bin/%)
-UNIT_SRC  = $(wildcard tests/unit/test_*.c)
-UNIT_BINS = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
+# Golden tests run whole models over long prompts: they are built against
+# the optimised library (the same code runs under ASan+UBSan in the other
+# unit tests, on shorter inputs); everything else against the sanitized one.
+GOLDEN_SRC = $(wildcard tests/unit/test_golden*.c tests/unit/test_resume*.c)
+UNIT_SRC  = $(filter-out $(GOLDEN_SRC),$(wildcard tests/unit/test_*.c))
+UNIT_BINS = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%) $(GOLDEN_SRC:tests/unit/%.c=$(BUILD)/opt/tests/%)
 MAN_PAGES = $(wildcard man/*.[157])
 HEADERS   = $(wildcard lib/*.h)
 
@@ -70,6 +74,10 @@ $(BUILD)/san/tests/%: tests/unit/%.c tests/unit/*.h $(BUILD)/libhsq-san.a
 # pkg-config file for a given prefix: $(call write_pc,PREFIX,FILE)
 write_pc = printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: hsq\nDescription: hierarchical compressed KV cache for long-context LLM inference\nVersion: %s\nLibs: -L$${libdir} -lhsq\nLibs.private: %s\nCflags: -I$${includedir}\n' \
 	'$(1)' '$(VERSION)' '$(LIBS)' > $(2)
+
+$(BUILD)/opt/tests/%: tests/unit/%.c tests/unit/*.h $(BUILD)/libhsq.a
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Itests/unit $(WARN) $(CFLAGS) $< $(BUILD)/libhsq.a $(LIBS) -lcriterion -o $@
 
 $(BUILD)/hsq.pc: Makefile config.mk
 	@mkdir -p $(@D)

@@ -34,6 +34,7 @@
 #include "codec.h"
 #include "codec_kernels.h"
 #include "crc32c.h"
+#include "le.h"
 #include "linalg.h"
 #include "lloyd_max.h"
 
@@ -440,63 +441,6 @@ hsq_status codec_sq_init(hsq_codec *c)
 #define CAL_VERSION 1u
 #define CAL_HEADER 64u
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-	uint32_t v = 0;
-	for (int i = 0; i < 4; i++)
-		v |= (uint32_t)p[i] << (8 * i);
-	return v;
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
-
-static void put_f64(uint8_t *p, double f)
-{
-	uint64_t v;
-	memcpy(&v, &f, 8);
-	put_u64(p, v);
-}
-
-static double get_f64(const uint8_t *p)
-{
-	uint64_t v = get_u64(p);
-	double f;
-	memcpy(&f, &v, 8);
-	return f;
-}
-
-static void put_f32(uint8_t *p, float f)
-{
-	uint32_t v;
-	memcpy(&v, &f, 4);
-	put_u32(p, v);
-}
-
-static float get_f32(const uint8_t *p)
-{
-	uint32_t v = get_u32(p);
-	float f;
-	memcpy(&f, &v, 4);
-	return f;
-}
 
 /* Payload: mean f32[dim], eigenvalues f64[dim], eigenvectors f32[dim*dim]
  * (float32 is the precision the codec works in), then CRC-32C. */

@@ -3,13 +3,16 @@
  * usage: bench_runtime MODEL THREADS TEXTFILE LEN... 
  * For each context length LEN: tokenizes TEXTFILE (repeated as needed),
  * prefills the first LEN-32 tokens, then decodes 32 tokens greedily.
- * Prints one line per length: len, prefill tok/s, decode tok/s, and writes
- * the prompt's token ids to bench/out/tokens-LEN.txt so another engine can
- * be timed on exactly the same input. */
+ * Prints one line per length: len, prefill tok/s, decode tok/s, the size of
+ * a full snapshot of the prefilled context and the time to load it (vs the
+ * prefill it replaces), and writes the prompt's token ids to
+ * bench/out/tokens-LEN.txt so another engine can be timed on exactly the
+ * same input. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "hsq.h"
@@ -71,7 +74,8 @@ int main(int argc, char **argv)
 	}
 	mkdir("bench/out", 0755);
 	float *logits = malloc((size_t)mi.n_vocab * sizeof *logits);
-	printf("%-8s %14s %14s\n", "context", "prefill tok/s", "decode tok/s");
+	printf("%-8s %14s %14s %14s %10s %12s\n", "context", "prefill tok/s", "decode tok/s", "snapshot MiB", "load s",
+	       "load speedup");
 	for (int a = 4; a < argc; a++) {
 		int L = atoi(argv[a]), n_prompt = L - N_DECODE;
 		if (n_prompt < 1 || L > mi.n_ctx_train) {
@@ -97,6 +101,21 @@ int main(int argc, char **argv)
 		double t0 = now_s();
 		hsq_context_eval(ctx, prompt, (size_t)n_prompt, logits, 0);
 		double t_prefill = now_s() - t0;
+		/* snapshot of the prefilled context: size, and load time against
+		 * the prefill it saves */
+		char snap[64];
+		snprintf(snap, sizeof snap, "bench/out/snap-%d.hsq", L);
+		struct stat sb = { 0 };
+		double t_load = -1;
+		if (hsq_snapshot_save(ctx, snap, HSQ_MODE_FULL, 3) == HSQ_OK && stat(snap, &sb) == 0) {
+			hsq_context *loaded;
+			double t1 = now_s();
+			if (hsq_snapshot_load(model, snap, &cp, &loaded) == HSQ_OK) {
+				t_load = now_s() - t1;
+				hsq_context_free(loaded);
+			}
+			unlink(snap);
+		}
 		t0 = now_s();
 		for (int i = 0; i < N_DECODE; i++) {
 			int best = 0;
@@ -107,7 +126,8 @@ int main(int argc, char **argv)
 			hsq_context_eval(ctx, &t, 1, logits, 0);
 		}
 		double t_decode = now_s() - t0;
-		printf("%-8d %14.1f %14.1f\n", L, n_prompt / t_prefill, N_DECODE / t_decode);
+		printf("%-8d %14.1f %14.1f %14.1f %10.2f %11.0fx\n", L, n_prompt / t_prefill, N_DECODE / t_decode,
+		       sb.st_size / 1048576.0, t_load, t_load > 0 ? t_prefill / t_load : 0.0);
 		fflush(stdout);
 		hsq_context_free(ctx);
 		free(prompt);

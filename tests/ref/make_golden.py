@@ -127,17 +127,25 @@ PASSAGE = (
     "the lens in the first place."
 )
 
-# name -> (text, has_logits). Logits prompts are also greedy prompts.
+# (name, text, has_logits). Logits prompts are also greedy prompts.
+# Chosen from ~40 candidates written for this project so that llama.cpp and
+# the exact numpy reference agree on all N_GEN greedy steps with a clear
+# top-2 gap (see README.md: llama.cpp's 8-bit activations flip near-ties).
+def _chat(q):
+    return CHAT_SYS + "<|im_start|>user\n" + q + "<|im_end|>\n<|im_start|>assistant\n"
+
+
 PROMPTS = [
-    ("short", "The capital of France is", True),
-    ("chat", CHAT_SYS + "<|im_start|>user\nWhat is the boiling point of water at sea level, "
-             "in degrees Celsius?<|im_end|>\n<|im_start|>assistant\n", True),
-    ("passage", PASSAGE + "\n\nQuestion: What did Marta find inside the wooden chest?\nAnswer:", True),
-    ("multi", "Le matin, la ville se réveille lentement. Am Morgen erwacht die Stadt langsam. "
-              "朝、街はゆっくりと目を覚ます。 In the morning, the city", True),
-    ("code", "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n", False),
-    ("story", CHAT_SYS + "<|im_start|>user\nList three primary colors.<|im_end|>\n"
-              "<|im_start|>assistant\n", False),
+    ("short", "The chemical symbol for gold is", True),
+    ("chat", _chat("Name the four seasons of the year."), True),
+    ("passage", _chat("Read the story and answer the question.\n\n" + PASSAGE +
+                      "\n\nQuestion: Who bought the lighthouse?"), True),
+    ("multi", "Bonjour! Je m'appelle Marie et j'habite à Paris. Hallo! Ich heiße Hans. "
+              "English: Hello! My name is", True),
+    ("code", "def factorial(n):\n    if n == 0:\n        return 1\n", False),
+    ("html", "<html>\n<head>\n<title>My page</title>\n", False),
+    ("chat_code", _chat("Write a Python function that returns the square of a number."), False),
+    ("capital", _chat("What is the capital of Japan?"), False),
 ]
 
 # Resume documents: (name, source, nominal offset, nominal length, question).
@@ -146,13 +154,13 @@ PROMPTS = [
 QUESTION = ("\n<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n")
 RESUME_DOCS = [
     ("passage", "golden:prompts/passage_doc.txt", 0, None,
-     "Who bought the lighthouse, and what did she find?"),
+     "Who or what is the text above about?"),
     ("moby", "corpora:moby-dick.txt", 700000, 7000,
-     "Summarize the text above in one sentence."),
+     "Write one question that the text above answers."),
     ("fr_man", "corpora:multilingual/manpages.fr.txt", 900000, 5000,
-     "What command is described above?"),
-    ("sotu_4k", "corpora:sotu/1961_john_f_kennedy_d.txt", 0, 19000,
-     "What are the main topics of this speech?"),
+     "Summarize the text above in one sentence."),
+    ("sotu_4k", "corpora:sotu/1961_john_f_kennedy_d.txt", 0, 21500,
+     "Summarize the text above in one sentence."),
 ]
 
 
@@ -364,7 +372,7 @@ def main():
         g = f"greedy {name}: {len(ids)} tokens, min top-2 gap {min(gaps):.4f}"
         if np_gen is not None:
             d = first_diff(gen, np_gen)
-            g += (", numpy agrees" if d < 0 else
+            g += (f", numpy agrees (numpy min gap {min(np_gaps):.4f})" if d < 0 else
                   f", NUMPY DIVERGES at step {d} (llama.cpp gap {gaps[d]:.4f}, numpy gap {np_gaps[d]:.4f})")
         say(g)
         grows.append((name, rel, ids, gen, gaps, np_gen, np_gaps))
@@ -409,7 +417,7 @@ def main():
              f"min top-2 gap {min(gaps):.4f}")
         if np_gen is not None:
             d = first_diff(gen, np_gen)
-            g += (", numpy agrees" if d < 0 else
+            g += (f", numpy agrees (numpy min gap {min(np_gaps):.4f})" if d < 0 else
                   f", NUMPY DIVERGES at step {d} (llama.cpp gap {gaps[d]:.4f}, numpy gap {np_gaps[d]:.4f})")
         say(g + f" [{time.time() - t0:.0f}s]")
         rrows.append((name, src if kind == "corpora" else rel, start, n, fnv1a64(s), prel, doc_ids, q_ids, gen, gaps, np_gen, np_gaps))

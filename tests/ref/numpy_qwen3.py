@@ -153,9 +153,11 @@ class NumpyQwen3:
         K = np.concatenate([cache["k"][li], k], axis=0)
         V = np.concatenate([cache["v"][li], v], axis=0)
         cache["k"][li], cache["v"][li] = K, V
-        kpos = np.arange(K.shape[0])
-        visible = kpos[None, :] <= pos[:, None]
         win = self.window_of(li)
+        lo = 0 if win is None else max(0, int(pos[0]) - win + 1)   # older keys are masked anyway
+        K, V = K[lo:], V[lo:]
+        kpos = np.arange(lo, lo + K.shape[0])
+        visible = kpos[None, :] <= pos[:, None]
         if win is not None:
             visible &= (pos[:, None] - kpos[None, :]) < win
         mask = np.where(visible, 0.0, -np.inf).astype(self.dtype)

@@ -95,7 +95,7 @@ static const int B234[3] = {2, 3, 4};
 /* Findings 1 and 2: on heavy tails SQ loses to TQ at every width, its
  * median excess grows with the bits (more bits do not close the gap), and
  * TQ beats both SQ and SQU. */
-Test(findings, heavy_tail, .timeout = 300)
+Test(findings, heavy_tail)
 {
 	const int S = 24;
 	hsq_regime rg[1] = {HSQ_REGIME_HEAVY_TAIL};
@@ -127,7 +127,7 @@ Test(findings, heavy_tail, .timeout = 300)
  * 60 seeds at least one appears, and every such seed has SQ at 4 bits
  * worse than TQ at 2 bits. Isotropic data of the same size never shows a
  * gap. */
-Test(findings, heavy_tail_spurious_gap, .timeout = 300)
+Test(findings, heavy_tail_spurious_gap)
 {
 	const int S = 60;
 	hsq_regime rg[2] = {HSQ_REGIME_HEAVY_TAIL, HSQ_REGIME_ISOTROPIC};
@@ -154,7 +154,7 @@ Test(findings, heavy_tail_spurious_gap, .timeout = 300)
 
 /* Finding 3: on low-rank data at 2 bits SQ/SQU beat TQ by an order of
  * magnitude, while storing fewer bits (the capped head leaves bits unused). */
-Test(findings, low_rank_b2, .timeout = 300)
+Test(findings, low_rank_b2)
 {
 	const int S = 16;
 	hsq_regime rg[1] = {HSQ_REGIME_LOW_RANK};
@@ -174,7 +174,7 @@ Test(findings, low_rank_b2, .timeout = 300)
 /* Finding 4: at 4 bits TQ is best or tied in 7 of the 8 regimes; the
  * exception is decay-fast, where water-filled SQ is orders of magnitude
  * better. */
-Test(findings, tq_at_four_bits, .timeout = 300)
+Test(findings, tq_at_four_bits)
 {
 	const int S = 12;
 	hsq_regime rg[HSQ_N_REGIMES];
@@ -202,7 +202,7 @@ Test(findings, tq_at_four_bits, .timeout = 300)
  * noisy (isotropic, heavy-tail, decay-slow; identical when the head is
  * capped), and wins by orders of magnitude on decay-fast, where no gap
  * prunes the spectrum and it spans six decades. */
-Test(findings, water_filling, .timeout = 300)
+Test(findings, water_filling)
 {
 	const int S = 12;
 	hsq_regime rg[4] = {HSQ_REGIME_ISOTROPIC, HSQ_REGIME_DECAY_FAST, HSQ_REGIME_DECAY_SLOW,
@@ -234,7 +234,7 @@ Test(findings, water_filling, .timeout = 300)
  * instead of 1 - D) but more than doubles the score error variance, and
  * the softmax turns that into a larger attention error than TQ-KV's at the
  * same bits. */
-Test(findings, qjl_on_the_k_path, .timeout = 300)
+Test(findings, qjl_on_the_k_path)
 {
 	const int S = 12;
 	hsq_regime rg[3] = {HSQ_REGIME_ISOTROPIC, HSQ_REGIME_HEAVY_TAIL, HSQ_REGIME_LOW_RANK};
@@ -264,7 +264,7 @@ Test(findings, qjl_on_the_k_path, .timeout = 300)
  * relMSE of the values times a constant that does not depend on the bits
  * (linear), while the K path multiplies its score error through the
  * softmax by a factor well above one. */
-Test(findings, v_path_is_linear, .timeout = 300)
+Test(findings, v_path_is_linear)
 {
 	const int S = 12;
 	hsq_regime rg[3] = {HSQ_REGIME_ISOTROPIC, HSQ_REGIME_KV_ALIGNED, HSQ_REGIME_DECAY_SLOW};
@@ -292,7 +292,7 @@ Test(findings, v_path_is_linear, .timeout = 300)
 /* Two random streams: a codec difference shows in both and its KS p-value
  * is tiny, while the same cell under PCG64 and mt19937 gives samples the
  * KS test cannot tell apart (implementation noise only). */
-Test(findings, streams_separate_noise_from_codec_differences, .timeout = 300)
+Test(findings, streams_separate_noise_from_codec_differences)
 {
 	const int S = 30;
 	hsq_regime rg[1] = {HSQ_REGIME_ISOTROPIC};

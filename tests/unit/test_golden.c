@@ -20,8 +20,8 @@
  *  - llama.cpp's CPU path quantizes every activation vector to 8 bits before
  *    each matmul with a quantized weight (and keeps K/V in f16). Against an
  *    exact evaluation of the same Q4_1 weights that moves final logits by up
- *    to 1.5 (cosine down to 0.98 on some prompts; 0.4..1.1 and >= 0.9993 on
- *    the four golden prompts). On an all-F32 copy of the model llama.cpp and
+ *    to 1.5 (cosine down to 0.98 over ~40 candidate prompts; 0.60..0.93 and
+ *    >= 0.99990 on the four golden prompts). On an all-F32 copy of the model llama.cpp and
  *    numpy agree to 5e-5, so the gap is llama.cpp's approximation, not a
  *    modelling difference. An fp32 implementation therefore cannot be held
  *    closer to llama.cpp than the exact reference itself is: per prompt we
@@ -54,7 +54,7 @@
 static void run_tokens(int corpus)
 {
 	hsq_model *m = NULL;
-	GU_LOAD_MODEL_OR_SKIP(m);
+	GU_LOAD_MODEL_OR_SKIP(m, corpus ? "golden tokens (corpus)" : "golden tokens (edge cases)");
 	gu_table t = gu_table_load("tokens.tsv");
 	int n_run = 0, n_fail = 0, n_skip = 0;
 	for (size_t i = 0; i < t.n_rows; i++) {
@@ -121,21 +121,21 @@ static void run_tokens(int corpus)
 	cr_assert_eq(n_fail, 0, "%d of %d tokenization cases differ from llama.cpp", n_fail, n_run);
 }
 
-Test(golden, tokens_edge_cases, .timeout = 600)
+Test(golden, tokens_edge_cases)
 {
 	run_tokens(0);
 }
 
-Test(golden, tokens_corpus, .timeout = 1200)
+Test(golden, tokens_corpus)
 {
 	run_tokens(1);
 }
 
 /* logits.tsv: name prompt n_tokens tokens top10 logits np_logits np_top10 */
-Test(golden, logits, .timeout = 1200)
+Test(golden, logits)
 {
 	hsq_model *m = NULL;
-	GU_LOAD_MODEL_OR_SKIP(m);
+	GU_LOAD_MODEL_OR_SKIP(m, "golden logits");
 	hsq_model_info info;
 	hsq_model_get_info(m, &info);
 	gu_table t = gu_table_load("logits.tsv");
@@ -211,10 +211,10 @@ Test(golden, logits, .timeout = 1200)
 }
 
 /* greedy.tsv: name prompt n_tokens tokens n_gen ids gaps np_ids np_gaps */
-Test(golden, greedy, .timeout = 1800)
+Test(golden, greedy)
 {
 	hsq_model *m = NULL;
-	GU_LOAD_MODEL_OR_SKIP(m);
+	GU_LOAD_MODEL_OR_SKIP(m, "golden greedy");
 	hsq_model_info info;
 	hsq_model_get_info(m, &info);
 	gu_table t = gu_table_load("greedy.tsv");
@@ -283,10 +283,10 @@ Test(golden, greedy, .timeout = 1800)
  * depend on how the tokens were split into hsq_context_eval calls. Checked
  * bitwise on the longest logits prompt (one call vs. pieces of 1, 7 and the
  * rest), with all_logits rows compared too. */
-Test(golden, batch_invariance, .timeout = 1200)
+Test(golden, batch_invariance)
 {
 	hsq_model *m = NULL;
-	GU_LOAD_MODEL_OR_SKIP(m);
+	GU_LOAD_MODEL_OR_SKIP(m, "golden batch invariance");
 	hsq_model_info info;
 	hsq_model_get_info(m, &info);
 	gu_table t = gu_table_load("logits.tsv");

@@ -46,7 +46,9 @@ static const gu_row *find_row(const gu_table *t, const char *name)
 static void run_resume(const char *name)
 {
 	hsq_model *m = NULL;
-	GU_LOAD_MODEL_OR_SKIP(m);
+	char label[64];
+	snprintf(label, sizeof label, "resume %s", name);
+	GU_LOAD_MODEL_OR_SKIP(m, label);
 	hsq_model_info info;
 	hsq_model_get_info(m, &info);
 	gu_table t = gu_table_load("resume.tsv");
@@ -241,22 +243,22 @@ Test(resume, covered)
 	gu_table_free(&t);
 }
 
-Test(resume, passage, .timeout = 1200)
+Test(resume, passage)
 {
 	run_resume("passage");
 }
 
-Test(resume, moby, .timeout = 1800)
+Test(resume, moby)
 {
 	run_resume("moby");
 }
 
-Test(resume, fr_man, .timeout = 1800)
+Test(resume, fr_man)
 {
 	run_resume("fr_man");
 }
 
-Test(resume, sotu_4k, .timeout = 3600)
+Test(resume, sotu_4k)
 {
 	run_resume("sotu_4k");
 }

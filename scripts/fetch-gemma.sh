@@ -16,6 +16,10 @@ if check "$dest"; then
 	echo "gemma: $dest present and verified"
 	exit 0
 fi
+if [ -e "$dest" ]; then
+	echo "gemma: $dest exists but is not the pinned model (sha256 differs); move it away and rerun" >&2
+	exit 1
+fi
 mkdir -p "$(dirname "$dest")"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/hsq-gemma.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM

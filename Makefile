@@ -124,7 +124,7 @@ demo: model
 	sh scripts/demo.sh $(BUILD)/bin '$(MODEL)'
 
 bench: all $(BUILD)/bench/bench_runtime
-	BUILD_BENCH=$(BUILD)/bench sh bench/run.sh $(BUILD)/bin '$(MODEL)'
+	BUILD_BENCH=$(BUILD)/bench sh bench/run.sh $(BUILD)/bin '$(MODEL)' '$(GEMMA)'
 
 # --------------------------------------------------------------- install
 install: all

@@ -7,6 +7,7 @@ import sys
 import time
 
 import llama_cpp
+import numpy as np
 
 N_DECODE = 32
 model, threads, lens = sys.argv[1], int(sys.argv[2]), [int(x) for x in sys.argv[3:]]
@@ -20,7 +21,8 @@ for L in lens:
     t_prefill = time.perf_counter() - t0
     t0 = time.perf_counter()
     for _ in range(N_DECODE):
-        nxt = int(llm.scores[llm.n_tokens - 1].argmax())
+        # the last evaluated position's logits (llm.scores keeps only a batch)
+        nxt = int(np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),)).argmax())
         llm.eval([nxt])
     t_decode = time.perf_counter() - t0
     print(f"{L:<8} {len(toks) / t_prefill:14.1f} {N_DECODE / t_decode:14.1f}", flush=True)

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -121,15 +122,16 @@ int main(int argc, char **argv)
 		cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
 	double t0 = now_s();
 	int chunk = cp.n_batch ? cp.n_batch : 512;
+	int progress = isatty(STDERR_FILENO); /* a \r progress line only on a terminal */
 	for (size_t done = 0; done < n_tok; done += (size_t)chunk) {
 		size_t n = n_tok - done < (size_t)chunk ? n_tok - done : (size_t)chunk;
 		if ((st = hsq_context_eval(ctx, toks + done, n, NULL, 0)))
 			cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
-		if (verbose)
+		if (verbose && progress)
 			fprintf(stderr, "\r%s: %zu/%zu tokens", PROG, done + n, n_tok);
 	}
 	double t_prefill = now_s() - t0;
-	if (verbose)
+	if (verbose && progress)
 		fprintf(stderr, "\n");
 	double t1 = now_s();
 	if ((st = hsq_snapshot_save(ctx, out_path, mode, zstd_level)))

@@ -216,7 +216,6 @@ hsq_status hsq_snapshot_inspect(const char *path, int verify, hsq_snapshot_info 
 hsq_status hsq_snapshot_read_tokens(const char *path, hsq_token **tokens, size_t *n);
 
 /* ------------------------------------------------ KV codecs and evaluation */
-/* HSQ-CODEC-API-BEGIN (owned by the codec work; keep edits inside) */
 /*
  * Quantizers for K/V vectors behind one interface, and the controlled
  * study that compares them on synthetic regimes (hsq-eval(1) `codecs`).
@@ -492,7 +491,6 @@ typedef struct hsq_finding {
  * regimes, codecs and bits each finding mentions; others give verdict -1. */
 hsq_status hsq_study_findings(const hsq_study *study, int stream, hsq_finding *findings);
 
-/* HSQ-CODEC-API-END */
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,7 @@
 #include "model.h"
 #include "tokenizer.h"
 #include "unicode.h"
+#include "detok_stream.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -180,45 +181,14 @@ Test(tokenizer, token_bytes_and_errors)
 	hsq_model_free(m);
 }
 
-/* Feeds tokens one at a time; every chunk must be whole UTF-8 and the
- * chunks must add up to the text. Returns how many pushes printed nothing
- * (a character was split across tokens). */
-static int stream(const hsq_model *m, const char *text)
-{
-	hsq_token *ids;
-	size_t n, o = 0, len = strlen(text);
-	char *acc = malloc(len + 16), chunk[64];
-	hsq_detok st = {0};
-	int held = 0;
-	cr_assert_eq(hsq_tokenize(m, text, len, 0, 1, &ids, &n), HSQ_OK);
-	for (size_t i = 0; i < n; i++) {
-		size_t got;
-		cr_assert_eq(hsq_detok_push(m, &st, ids[i], chunk, sizeof chunk, &got), HSQ_OK, "%s", hsq_last_error());
-		for (size_t k = 0; k < got;) {
-			size_t cl;
-			cr_assert_eq(uni_utf8_check((const uint8_t *)chunk + k, got - k, &cl), UNI_UTF8_OK,
-				     "chunk %zu of '%s' is not whole UTF-8", i, text);
-			k += cl;
-		}
-		held += got == 0;
-		memcpy(acc + o, chunk, got);
-		o += got;
-	}
-	o += hsq_detok_flush(&st, acc + o, 16);
-	cr_expect(o == len && memcmp(acc, text, len) == 0, "streamed '%.*s' != '%s'", (int)o, acc, text);
-	free(acc);
-	hsq_free(ids);
-	return held;
-}
-
 Test(tokenizer, streaming_detok_keeps_characters_whole)
 {
 	hsq_model *m = load_model();
 	/* Both split characters over byte-level tokens in SmolLM2 (see the
 	 * known ids above: 40303 218 is one emoji). */
-	cr_expect_gt(stream(m, "Hi 😀👍🏽!"), 0, "the emoji should span several tokens");
-	cr_expect_gt(stream(m, "日本語のテキストです。"), 0, "a CJK character should span several tokens");
-	stream(m, "plain ascii text");
+	cr_expect_gt(detok_stream(m, "Hi 😀👍🏽!"), 0, "the emoji should span several tokens");
+	cr_expect_gt(detok_stream(m, "日本語のテキストです。"), 0, "a CJK character should span several tokens");
+	detok_stream(m, "plain ascii text");
 
 	/* Control tokens print nothing; an invalid leftover flushes as U+FFFD. */
 	hsq_detok st = {0};

@@ -25,6 +25,7 @@
 #include "tokenizer.h"
 #include "tokenizer_spm.h"
 #include "unicode.h"
+#include "detok_stream.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -239,44 +240,13 @@ Test(tokenizer_spm, bos_eos_eog_and_pieces)
 	gemma_free(&g);
 }
 
-/* Feeds tokens one at a time through hsq_detok_push: every chunk is whole
- * UTF-8 and the chunks add up to the text. Returns the pushes that printed
- * nothing (a character split over byte tokens). */
-static int stream(const hsq_model *m, const char *text)
-{
-	hsq_token *ids;
-	size_t n, o = 0, len = strlen(text);
-	char *acc = malloc(len + 16), chunk[64];
-	hsq_detok st = {0};
-	int held = 0;
-	cr_assert_eq(hsq_tokenize(m, text, len, 0, 1, &ids, &n), HSQ_OK, "%s", hsq_last_error());
-	for (size_t i = 0; i < n; i++) {
-		size_t got;
-		cr_assert_eq(hsq_detok_push(m, &st, ids[i], chunk, sizeof chunk, &got), HSQ_OK, "%s", hsq_last_error());
-		for (size_t k = 0; k < got;) {
-			size_t cl;
-			cr_assert_eq(uni_utf8_check((const uint8_t *)chunk + k, got - k, &cl), UNI_UTF8_OK,
-				     "chunk %zu of '%s' is not whole UTF-8", i, text);
-			k += cl;
-		}
-		held += got == 0;
-		memcpy(acc + o, chunk, got);
-		o += got;
-	}
-	o += hsq_detok_flush(&st, acc + o, 16);
-	cr_expect(o == len && memcmp(acc, text, len) == 0, "streamed '%.*s' != '%s'", (int)o, acc, text);
-	free(acc);
-	hsq_free(ids);
-	return held;
-}
-
 Test(tokenizer_spm, streaming_detok_of_byte_tokens)
 {
 	gemma g;
 	gemma_load(&g);
 	/* U+10FFFD is four byte tokens: three pushes print nothing. */
-	cr_expect_eq(stream(&g.m, "x \xf4\x8f\xbf\xbd y"), 3);
-	cr_expect_eq(stream(&g.m, "Hello world, \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e!"), 0);
+	cr_expect_eq(detok_stream(&g.m, "x \xf4\x8f\xbf\xbd y"), 3);
+	cr_expect_eq(detok_stream(&g.m, "Hello world, \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e!"), 0);
 
 	hsq_detok st = {0};
 	char out[16];

@@ -137,7 +137,7 @@ install: all
 	install -m 755 $(BUILD)/libhsq.so $(DESTDIR)$(PREFIX)/lib/libhsq.so.$(VERSION)
 	ln -sf libhsq.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libhsq.so.0
 	ln -sf libhsq.so.0 $(DESTDIR)$(PREFIX)/lib/libhsq.so
-	install -m 644 lib/hsq.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 lib/hsq.h lib/hsq_stats.h $(DESTDIR)$(PREFIX)/include/
 	$(call write_pc,$(PREFIX),$(DESTDIR)$(PREFIX)/lib/pkgconfig/hsq.pc)
 	for p in $(MAN_PAGES); do s=$${p##*.}; install -m 644 $$p $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
 	for t in $(TOOLS); do install -m 644 completions/hsq.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$t; done
@@ -145,7 +145,7 @@ install: all
 
 uninstall:
 	rm -f $(TOOLS:%=$(DESTDIR)$(PREFIX)/bin/%) $(DESTDIR)$(PREFIX)/lib/libhsq.* \
-		$(DESTDIR)$(PREFIX)/include/hsq.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/hsq.pc \
+		$(DESTDIR)$(PREFIX)/include/hsq.h $(DESTDIR)$(PREFIX)/include/hsq_stats.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/hsq.pc \
 		$(TOOLS:%=$(DESTDIR)$(PREFIX)/share/bash-completion/completions/%) \
 		$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_hsq
 	for p in $(MAN_PAGES); do s=$${p##*.}; rm -f $(DESTDIR)$(PREFIX)/share/man/man$$s/$${p##*/}; done

@@ -1,4 +1,5 @@
 /* hsq-decode - generate text from a prompt, or resume from a snapshot. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,7 +12,7 @@ static const char DESCRIPTION[] =
 	"Generate text from a prompt and stream it to standard output. With -s, resume from a\n"
 	"snapshot written by hsq-prefill: the prompt continues the document stored in it.";
 
-enum { OPT_TEMP = 256, OPT_TOP_K, OPT_TOP_P, OPT_SEED, OPT_CHAT, OPT_SYSTEM, OPT_IGNORE_EOS };
+enum { OPT_TEMP = 256, OPT_TOP_K, OPT_TOP_P, OPT_SEED, OPT_CHAT, OPT_SYSTEM, OPT_IGNORE_EOS, OPT_BUDGET, OPT_TRACE };
 
 static const cli_option options[] = {
 	{ "model", 'm', "FILE", "GGUF model (default: $HSQ_MODEL or the installed default)", 'm' },
@@ -29,6 +30,8 @@ static const cli_option options[] = {
 	{ "chat", 0, NULL, "wrap the prompt in the model's chat template", OPT_CHAT },
 	{ "system", 0, "TEXT", "system message for --chat (default: the template's)", OPT_SYSTEM },
 	{ "ignore-eos", 0, NULL, "keep generating past end-of-sequence tokens", OPT_IGNORE_EOS },
+	{ "budget", 0, "N", "hsq snapshots: tokens per KV head fetched from L3 each step; 'all' or 0 = default (n/8, >= 256)", OPT_BUDGET },
+	{ "trace", 0, "FILE", "hsq snapshots: record router hits (position, layer, head, groups) to FILE", OPT_TRACE },
 	{ "verbose", 'v', NULL, "print timings to standard error", 'v' },
 	{ 0 },
 };
@@ -38,6 +41,17 @@ static double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Router trace: one line per position, layer and KV head (hsq-inspect(1)
+ * reads it): "POS LAYER HEAD G1,G2,..." ("-" when nothing was fetched). */
+static void trace_line(void *user, int pos, int layer, int head, const int *groups, int n)
+{
+	FILE *f = user;
+	fprintf(f, "%d\t%d\t%d\t", pos, layer, head);
+	for (int i = 0; i < n; i++)
+		fprintf(f, i ? ",%d" : "%d", groups[i]);
+	fputs(n ? "\n" : "-\n", f);
 }
 
 static hsq_token *tokenize_or_die(const hsq_model *m, const char *text, int add_bos, size_t *n)
@@ -52,6 +66,8 @@ static hsq_token *tokenize_or_die(const hsq_model *m, const char *text, int add_
 int main(int argc, char **argv)
 {
 	const char *model_arg = NULL, *snap = NULL, *prompt = NULL, *prompt_file = NULL, *system = NULL;
+	const char *trace_path = NULL;
+	int budget = 0, budget_given = 0;
 	long n_predict = 128;
 	int chat = 0, ignore_eos = 0, verbose = 0, seed_given = 0;
 	hsq_context_params cp = hsq_context_default_params();
@@ -75,6 +91,11 @@ int main(int argc, char **argv)
 		case OPT_CHAT: chat = 1; break;
 		case OPT_SYSTEM: system = optarg; break;
 		case OPT_IGNORE_EOS: ignore_eos = 1; break;
+		case OPT_BUDGET:
+			budget = !strcmp(optarg, "all") ? -1 : (int)cli_long(PROG, "--budget", optarg, 0, 1 << 24);
+			budget_given = 1;
+			break;
+		case OPT_TRACE: trace_path = optarg; break;
 		case 'v': verbose = 1; break;
 		}
 	}
@@ -118,6 +139,18 @@ int main(int argc, char **argv)
 			cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
 	}
 	double t_load = now_s() - t0;
+	FILE *trace = NULL;
+	if ((budget_given || trace_path) && hsq_context_mode(ctx) != HSQ_MODE_HSQ)
+		cli_usage_error(PROG, "--budget and --trace need an hsq snapshot; %s is %s", snap ? snap : "(no snapshot)",
+				snap ? hsq_mode_name(hsq_context_mode(ctx)) : "not given");
+	if (budget_given && (st = hsq_context_set_budget(ctx, budget)))
+		cli_die_status(PROG, EXIT_USAGE, st);
+	if (trace_path) {
+		if (!(trace = fopen(trace_path, "w")))
+			cli_die(PROG, EXIT_FAILURE_RUNTIME, "cannot write the trace %s: %s", trace_path, strerror(errno));
+		fprintf(trace, "# hsq trace 1: position layer head fetched-groups; snapshot %s\n", snap);
+		hsq_context_set_trace(ctx, trace_line, trace);
+	}
 
 	/* The text to feed: with --chat a whole turn, or (resuming a document
 	 * opened with hsq-prefill --chat) the question and the turn's end. */
@@ -197,6 +230,8 @@ int main(int argc, char **argv)
 			"%s: %s %.2f s; prompt %zu tokens in %.2f s (%.1f tok/s); generated %ld tokens in %.2f s (%.1f tok/s)\n",
 			PROG, snap ? "snapshot load" : "setup", t_load, n_prompt, t_prompt,
 			t_prompt > 0 ? n_prompt / t_prompt : 0.0, n_gen, t_gen, t_gen > 0 ? n_gen / t_gen : 0.0);
+	if (trace && fclose(trace) != 0)
+		cli_die(PROG, EXIT_FAILURE_RUNTIME, "cannot write the trace %s: %s", trace_path, strerror(errno));
 	hsq_sampler_free(sampler);
 	free(logits);
 	hsq_free(ptoks);

@@ -57,6 +57,11 @@ typedef struct hsq_backend_ops {
 	void (*scale)(hsq_backend *be, float *x, float s, size_t n);
 	/* x[i] += y[i] for n floats. */
 	void (*add)(hsq_backend *be, float *x, const float *y, size_t n);
+	/* Host-side parallel for: fn(arg, task, thread) for every task in
+	 * 0..n_tasks-1, thread in 0..threads()-1 (the HSQ tier attention, which
+	 * works on host memory; a device backend runs it on its host threads). */
+	void (*parallel)(hsq_backend *be, int n_tasks, void (*fn)(void *arg, int task, int thread), void *arg);
+	int (*threads)(const hsq_backend *be);
 } hsq_backend_ops;
 
 struct hsq_backend {

@@ -391,6 +391,13 @@ static void cpu_add(hsq_backend *be, float *x, const float *y, size_t n)
 /* calloc: large blocks come straight from mmap as untouched zero pages, so
  * a big KV cache costs memory only as positions fill. Kernels load with
  * memcpy, so 16-byte alignment is enough. */
+static void cpu_parallel(hsq_backend *be, int n_tasks, void (*fn)(void *arg, int task, int thread), void *arg)
+{
+	pool_run(((cpu_backend *)be)->pool, n_tasks, fn, arg);
+}
+
+static int cpu_threads(const hsq_backend *be) { return ((const cpu_backend *)be)->n_threads; }
+
 static float *cpu_alloc(hsq_backend *be, size_t n_floats)
 {
 	return calloc(n_floats ? n_floats : 1, sizeof(float));
@@ -453,6 +460,8 @@ static const hsq_backend_ops cpu_ops = {
 	.geglu = cpu_geglu,
 	.scale = cpu_scale,
 	.add = cpu_add,
+	.parallel = cpu_parallel,
+	.threads = cpu_threads,
 };
 
 hsq_status backend_cpu_new(int n_threads, hsq_backend **out)

@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "context.h"
 #include "error.h"
+#include "tiers.h"
 
 hsq_context_params hsq_context_default_params(void)
 {
@@ -41,12 +42,22 @@ void hsq_context_free(hsq_context *ctx)
 	free(ctx->k_cache);
 	free(ctx->v_cache);
 	free(ctx->kv_cap);
+	free(ctx->obs_q);
+	tiers_free(ctx->tiers);
+	free(ctx->tier_trace_buf);
+	free(ctx->tier_trace_count);
+	free(ctx->tier_recall_buf);
 	free(ctx->tokens);
 	free(ctx->pos);
 	free(ctx);
 }
 
 hsq_status hsq_context_new(const hsq_model *model, const hsq_context_params *params, hsq_context **out)
+{
+	return context_new(model, params, 1, out);
+}
+
+hsq_status context_new(const hsq_model *model, const hsq_context_params *params, int with_kv, hsq_context **out)
 {
 	hsq_status st;
 	const hsq_model_info *mi = &model->info;
@@ -86,7 +97,11 @@ hsq_status hsq_context_new(const hsq_model *model, const hsq_context_params *par
 	ctx->kv_cap = calloc((size_t)mi->n_layer, sizeof *ctx->kv_cap);
 	if (!ctx->tokens || !ctx->pos || !ctx->k_cache || !ctx->v_cache || !ctx->kv_cap)
 		goto nomem;
-	for (int l = 0; l < mi->n_layer; l++) {
+	ctx->has_full_kv = with_kv;
+	ctx->obs_q = malloc((size_t)mi->n_layer * HSQ_OBS_MAX * qw * sizeof *ctx->obs_q);
+	if (!ctx->obs_q)
+		goto nomem;
+	for (int l = 0; l < mi->n_layer && with_kv; l++) {
 		int w = model->layers[l].window;
 		ctx->kv_cap[l] = w && w + p.n_batch < p.n_ctx ? w + p.n_batch : p.n_ctx;
 		ctx->k_cache[l] = be->ops->alloc(be, (size_t)ctx->kv_cap[l] * kvw);
@@ -126,6 +141,17 @@ static void store_rows(hsq_backend *be, float *cache, int cap, size_t width, int
 		be->ops->copy(be, cache, rows + (size_t)first * width, (size_t)(n - first) * width);
 }
 
+/* Keeps the chunk's queries of the last HSQ_OBS_MAX positions (the
+ * reader's observation window). */
+static void keep_obs_queries(hsq_context *ctx, int l, int n)
+{
+	size_t qw = (size_t)ctx->model->info.n_head * ctx->model->info.head_dim;
+	for (int t = n > HSQ_OBS_MAX ? n - HSQ_OBS_MAX : 0; t < n; t++)
+		ctx->backend->ops->download(ctx->backend,
+					    ctx->obs_q + ((size_t)l * HSQ_OBS_MAX + (size_t)(ctx->pos[t] % HSQ_OBS_MAX)) * qw,
+					    ctx->q + (size_t)t * qw, qw);
+}
+
 /* One chunk of n tokens at positions n_past.. through every layer. Leaves
  * the final hidden states (normalised) in ctx->xb. */
 static void forward_chunk(hsq_context *ctx, const hsq_token *tokens, int n)
@@ -155,10 +181,20 @@ static void forward_chunk(hsq_context *ctx, const hsq_token *tokens, int n)
 		}
 		o->rope(be, ctx->q, ctx->pos, n, mi->n_head, hd, L->rope_base, m->rope_neox);
 		o->rope(be, ctx->k, ctx->pos, n, mi->n_head_kv, hd, L->rope_base, m->rope_neox);
-		store_rows(be, ctx->k_cache[l], ctx->kv_cap[l], kvw, ctx->n_past, n, ctx->k);
-		store_rows(be, ctx->v_cache[l], ctx->kv_cap[l], kvw, ctx->n_past, n, ctx->v);
-		o->attention(be, ctx->q, ctx->k_cache[l], ctx->v_cache[l], ctx->kv_cap[l], ctx->pos, n, mi->n_head,
-			     mi->n_head_kv, hd, L->window, attn_scale, ctx->att);
+		keep_obs_queries(ctx, l, n);
+		if (ctx->has_full_kv) {
+			store_rows(be, ctx->k_cache[l], ctx->kv_cap[l], kvw, ctx->n_past, n, ctx->k);
+			store_rows(be, ctx->v_cache[l], ctx->kv_cap[l], kvw, ctx->n_past, n, ctx->v);
+		}
+		if (ctx->tiers) {
+			int probe = ctx->tiers->probe && ctx->has_full_kv;
+			tiers_attend(ctx, ctx->tiers, l, ctx->q, ctx->k, ctx->v, ctx->pos, n,
+				     probe ? ctx->k_cache[l] : NULL, probe ? ctx->v_cache[l] : NULL,
+				     probe ? ctx->kv_cap[l] : 0, ctx->att);
+		} else {
+			o->attention(be, ctx->q, ctx->k_cache[l], ctx->v_cache[l], ctx->kv_cap[l], ctx->pos, n,
+				     mi->n_head, mi->n_head_kv, hd, L->window, attn_scale, ctx->att);
+		}
 		o->matmul(be, &L->wo, ctx->att, n, ctx->proj);
 		if (L->post_attn_norm)
 			o->rmsnorm(be, ctx->proj, L->post_attn_norm, n, (int)E, mi->rms_eps, ctx->proj);
@@ -226,7 +262,15 @@ hsq_status hsq_context_eval(hsq_context *ctx, const hsq_token *tokens, size_t n,
 	size_t V = (size_t)mi->n_vocab, E = (size_t)mi->n_embd;
 	for (size_t done = 0; done < n;) {
 		int chunk = (int)(n - done < (size_t)ctx->n_batch ? n - done : (size_t)ctx->n_batch);
+		hsq_status st;
+		if (ctx->tiers && (st = tiers_reserve_chunk(ctx, ctx->tiers, chunk)))
+			return st;
 		forward_chunk(ctx, tokens + done, chunk);
+		if (ctx->tiers) {
+			ctx->tiers->n_tokens += chunk;
+			if ((st = tiers_compact(ctx->tiers)))
+				return st;
+		}
 		int last_chunk = done + (size_t)chunk == n;
 		if (logits && all_logits) {
 			be->ops->matmul(be, &ctx->model->output, ctx->xb, chunk, ctx->logits);

@@ -34,7 +34,23 @@ struct hsq_context {
 	float *up;     /* [n_batch][n_ff] */
 	float *logits; /* [n_batch][n_vocab] */
 	int *pos;      /* [n_batch] positions of the chunk's tokens (host) */
+	/* Queries (after RoPE) of the last HSQ_OBS_MAX positions evaluated,
+	 * per layer: obs_q[(l * HSQ_OBS_MAX + p % HSQ_OBS_MAX) * n_head * head_dim];
+	 * positions from obs_from on were evaluated here (the reader's input). */
+	float *obs_q;
+	int obs_from;
+	/* Compressed KV (NULL: full mode). has_full_kv = 0 when the context was
+	 * loaded from a tiered snapshot and holds no full cache. */
+	struct hsq_tiers *tiers;
+	int has_full_kv;
+	int32_t *tier_trace_buf;  /* [n_batch * n_head_kv][groups]: groups fetched per task */
+	int *tier_trace_count;    /* [n_batch * n_head_kv] */
+	double *tier_recall_buf;  /* [n_batch * n_head_kv] */
 };
+
+/* hsq_context_new without the full KV cache when with_kv = 0 (contexts
+ * that attend through tiers loaded from a snapshot). */
+hsq_status context_new(const hsq_model *model, const hsq_context_params *params, int with_kv, hsq_context **out);
 
 /* Size in floats of one layer's K (or V) cache row: n_head_kv * head_dim. */
 static inline size_t context_kv_width(const hsq_context *ctx)

@@ -36,6 +36,10 @@ typedef enum hsq_status {
 	HSQ_ERR_INTERNAL = 11,      /* a bug: please report */
 } hsq_status;
 
+/* Statistics for paired evaluation (McNemar, TOST, intervals, bootstrap,
+ * non-inferiority): a header of its own, part of the public API. */
+#include "hsq_stats.h"
+
 /* Short fixed description of a status ("out of memory", ...). Never NULL. */
 const char *hsq_strerror(hsq_status status);
 /* Detail of the last error on this thread, or "" if none. Valid until the
@@ -146,6 +150,101 @@ int hsq_context_n_ctx(const hsq_context *ctx);
 const hsq_token *hsq_context_tokens(const hsq_context *ctx);
 const hsq_model *hsq_context_model(const hsq_context *ctx);
 
+/* ------------------------------------------------------------ KV modes */
+
+/* How a context keeps its KV cache; also the mode of a snapshot. */
+typedef enum hsq_snapshot_mode {
+	HSQ_MODE_FULL = 1,      /* full precision (fp32), every token */
+	HSQ_MODE_QUANT = 2,     /* every token at 4-bit TQ, no hierarchy */
+	HSQ_MODE_HSQ = 3,       /* L1 tokens + L2 group summaries + L3 archive */
+	HSQ_MODE_STREAMING = 4, /* eviction: sinks + recent window (StreamingLLM) */
+	HSQ_MODE_SNAPKV = 5,    /* eviction: what an observation window attends to (SnapKV) */
+} hsq_snapshot_mode;
+const char *hsq_mode_name(hsq_snapshot_mode mode); /* "full", "quant", "hsq", ... */
+hsq_status hsq_mode_parse(const char *name, hsq_snapshot_mode *out);
+
+/* Which non-learned reader flags L1 tokens, and which compressor makes the
+ * L2 summaries (a snapshot records both). */
+typedef enum hsq_reader_kind {
+	HSQ_READER_OBS_ATTENTION = 1, /* attention mass from the last obs_window queries */
+	HSQ_READER_KEY_NORM = 2,      /* largest key norms (query-free) */
+} hsq_reader_kind;
+typedef enum hsq_compressor_kind {
+	HSQ_COMPRESSOR_MEAN = 1,         /* mean of the group's keys (after RoPE) and values */
+	HSQ_COMPRESSOR_OBS_WEIGHTED = 2, /* means weighted by the reader's attention mass */
+} hsq_compressor_kind;
+const char *hsq_reader_name(hsq_reader_kind kind);         /* "obs-attention", "key-norm" */
+const char *hsq_compressor_name(hsq_compressor_kind kind); /* "mean", "obs-weighted" */
+
+#define HSQ_GROUP_LOW 0    /* a group of group_size tokens */
+#define HSQ_GROUP_MEDIUM 1 /* a group of group_size / 2 tokens */
+#define HSQ_OBS_MAX 64     /* most observation queries a context keeps */
+
+typedef struct hsq_tier_params {
+	int sinks;             /* first tokens kept in L1 (attention sinks) */
+	int window;            /* most recent tokens kept in L1; also the full-precision
+				* tail kept during decode before online compression */
+	float l1_fraction;     /* share of the other tokens the reader flags into L1, 0..1 */
+	int group_size;        /* tokens per low group: 8 or 16 */
+	float medium_fraction; /* share of group_size blocks the reader splits into two
+				* medium groups of group_size / 2 (group_size 16 only), 0..1 */
+	int obs_window;        /* observation queries for the reader, 1..HSQ_OBS_MAX */
+	hsq_reader_kind reader;
+	hsq_compressor_kind compressor;
+	uint64_t seed;         /* TurboQuant rotation seed (L1/L3 and L2 codecs) */
+	int keep;              /* streaming/snapkv: tokens kept per KV head; 0 = the
+				* tokens whose 4-bit bytes equal the fast tier hsq builds */
+} hsq_tier_params;
+
+/* sinks 4, window 64, l1_fraction 0.03, group_size 16, medium_fraction 0.25,
+ * obs_window 32, obs-attention reader, obs-weighted compressor, seed
+ * 0x4853510001 (310635462657). */
+hsq_tier_params hsq_tier_default_params(void);
+
+/* Re-encodes the KV cache of ctx (positions 0..n_past-1) in mode (quant,
+ * hsq, streaming, snapkv); later tokens attend through the tiers. The full
+ * cache stays allocated (the recall probe reads it). params NULL = defaults.
+ * A context can be compressed once. */
+hsq_status hsq_context_compress(hsq_context *ctx, hsq_snapshot_mode mode, const hsq_tier_params *params);
+hsq_snapshot_mode hsq_context_mode(const hsq_context *ctx);
+/* The parameters a compressed context was built with (NULL for full). */
+const hsq_tier_params *hsq_context_tier_params(const hsq_context *ctx);
+
+/* Routing budget: tokens per KV head the router fetches from L3 at each
+ * step; 0 = the default (hsq_default_budget of the context length), -1 =
+ * every group (the reversibility check). */
+hsq_status hsq_context_set_budget(hsq_context *ctx, int budget);
+int hsq_context_budget(const hsq_context *ctx); /* in effect now, tokens */
+/* Default budget at n context tokens: n / 8 rounded up to 16, at least 256. */
+int hsq_default_budget(int n_tokens);
+
+/* Router trace: called for every token, layer and KV head of an hsq
+ * context with the groups fetched (ids in the head's L2 order). The
+ * callback runs on the calling thread after the layer's attention. */
+typedef void (*hsq_trace_fn)(void *user, int pos, int layer, int head, const int *groups, int n_groups);
+void hsq_context_set_trace(hsq_context *ctx, hsq_trace_fn fn, void *user);
+
+/* Router recall probe: for every token attended through the tiers,
+ * measure the share of the true attention mass (softmax over the full
+ * cache, which a context compressed in this process still holds) that L1,
+ * the fetched groups and the tail capture. per_layer receives n_layer
+ * means (NaN for layers with no samples). */
+hsq_status hsq_context_set_recall_probe(hsq_context *ctx, int on);
+hsq_status hsq_context_recall(const hsq_context *ctx, double *per_layer);
+
+/* Sizes of the tiers, bytes as encoded (what a snapshot stores and a device
+ * backend holds). */
+typedef struct hsq_tier_stats {
+	int n_tokens;           /* positions covered */
+	uint64_t fp16_kv_bytes; /* the same KV cache at fp16 (sliding layers: their window) */
+	uint64_t l1_bytes;      /* codes + positions */
+	uint64_t l2_bytes;      /* summary codes + group table */
+	uint64_t l3_bytes;      /* codes + positions, uncompressed */
+	uint64_t tail_bytes;    /* full-precision tail (fp32) */
+	int64_t n_l1, n_group, n_medium, n_l3; /* over all layers and heads */
+} hsq_tier_stats;
+hsq_status hsq_context_tier_stats(const hsq_context *ctx, hsq_tier_stats *out);
+
 /* -------------------------------------------------------------- sampler */
 
 typedef struct hsq_sampler_params {
@@ -164,9 +263,6 @@ hsq_token hsq_sampler_sample(hsq_sampler *sampler, const float *logits, int n_vo
 
 /* ------------------------------------------------------------- snapshot */
 
-typedef enum hsq_snapshot_mode {
-	HSQ_MODE_FULL = 1, /* full-precision KV cache (fp32), zstd-compressed */
-} hsq_snapshot_mode;
 
 /* Write ctx (its tokens and KV cache) to path atomically: a temporary file
  * in the same directory, fsync, rename over path, fsync the directory. On

@@ -29,6 +29,8 @@
 #include "hsq.h"
 #include "model.h"
 #include "snapshot_format.h"
+#include "tiers.h"
+#include "tiers_io.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "snapshot.c copies fp32 and int32 arrays as little-endian bytes: port it before building on a big-endian host"
@@ -146,6 +148,9 @@ static const snap_section *find_section(const snap_reader *r, const char *name)
 
 static int known_section(const char *name)
 {
+	for (int i = 0; i < TIER_N_SECTIONS; i++)
+		if (!strcmp(name, tier_section_names[i]))
+			return 1;
 	return !strcmp(name, "meta") || !strcmp(name, "tokens") || !strcmp(name, "kv.full");
 }
 
@@ -865,6 +870,81 @@ static hsq_status identity_mismatch(const snap_reader *r, const hsq_model_info *
 			mi->name && mi->name[0] ? mi->name : "unnamed", mi->architecture ? mi->architecture : "?", have);
 }
 
+/* A context for a tiered snapshot: no full cache, the tiers read from
+ * their sections (every section's CRC checked as it is read). */
+static hsq_status load_tiers(snap_reader *r, const hsq_model *model, const hsq_context_params *params,
+			     hsq_context **out)
+{
+	hsq_status st;
+	const hsq_model_info *mi = &model->info;
+	hsq_context *ctx = NULL;
+	hsq_token *tokens = NULL;
+	struct hsq_tiers *t = NULL;
+	tier_blob blobs[TIER_N_SECTIONS];
+	memset(blobs, 0, sizeof blobs);
+	*out = NULL;
+	for (int i = 0; i < TIER_N_SECTIONS; i++) {
+		const snap_section *s = find_section(r, tier_section_names[i]);
+		if (!s) {
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: %s-mode snapshot has no '%s' section; the file is damaged", r->path,
+				      hsq_mode_name((hsq_snapshot_mode)r->mode), tier_section_names[i]);
+			goto done;
+		}
+		if ((st = check_encoding(r, s)) || (st = read_small_section(r, s, r->file_size, &blobs[i].data)))
+			goto done;
+		blobs[i].size = s->raw;
+	}
+	hsq_snapshot_mode mode;
+	hsq_tier_params tp;
+	if ((st = tiers_read_config(r->path, blobs[0].data, blobs[0].size, mi->n_layer, mi->n_head_kv, mi->head_dim,
+				    &mode, &tp)))
+		goto done;
+	if (mode != (hsq_snapshot_mode)r->mode) {
+		st = hsq_fail(HSQ_ERR_FORMAT, "%s: section 'tiers' says mode %u but the header says %u; the file is damaged",
+			      r->path, (unsigned)mode, r->mode);
+		goto done;
+	}
+	if ((st = read_tokens(r, (uint32_t)mi->n_vocab, &tokens)))
+		goto done;
+	hsq_context_params p = params ? *params : hsq_context_default_params();
+	if ((st = context_new(model, &p, 0, &ctx)))
+		goto done;
+	if ((uint32_t)ctx->n_ctx < r->meta.n_tokens) {
+		st = hsq_fail(HSQ_ERR_CONTEXT_FULL,
+			      "%s holds %u tokens but the context holds only %d; pass a larger context (-c %u or more)",
+			      r->path, r->meta.n_tokens, ctx->n_ctx, r->meta.n_tokens);
+		goto done;
+	}
+	/* tiers_new re-checks the parameters: damaged values are refused here */
+	if ((st = tiers_new(model, mode, &tp, ctx->n_ctx, ctx->backend->ops->threads(ctx->backend), &t)) ||
+	    (st = tiers_rope_reserve(t, ctx->n_ctx)) ||
+	    (st = tiers_deserialize(t, r->path, blobs, (int)r->meta.n_tokens)))
+		goto done;
+	ctx->tiers = t;
+	t = NULL;
+	if (r->meta.n_tokens)
+		memcpy(ctx->tokens, tokens, (size_t)r->meta.n_tokens * sizeof *tokens);
+	ctx->n_past = (int)r->meta.n_tokens;
+	ctx->obs_from = ctx->n_past;
+	*out = ctx;
+	ctx = NULL;
+done:
+	if (st && st != HSQ_ERR_NOMEM && st != HSQ_ERR_IO && st != HSQ_ERR_CHECKSUM && st != HSQ_ERR_TRUNCATED &&
+	    st != HSQ_ERR_CONTEXT_FULL && st != HSQ_ERR_UNSUPPORTED)
+	{
+		if (st == HSQ_ERR_INVALID_ARG) { /* a parameter tiers_new refused came from the file */
+			char why[256];
+			snprintf(why, sizeof why, "%s", hsq_last_error());
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: %s; the file is damaged", r->path, why);
+		}
+	}
+	tiers_free(t);
+	hsq_context_free(ctx);
+	free(tokens);
+	tier_blobs_free(blobs);
+	return st;
+}
+
 hsq_status hsq_snapshot_load(const hsq_model *model, const char *path, const hsq_context_params *params,
 			     hsq_context **out)
 {
@@ -882,7 +962,7 @@ hsq_status hsq_snapshot_load(const hsq_model *model, const char *path, const hsq
 	const hsq_model_info *mi = &model->info;
 	const snap_meta *m = &r.meta;
 
-	if (r.mode != HSQ_MODE_FULL) {
+	if (r.mode < HSQ_MODE_FULL || r.mode > HSQ_MODE_SNAPKV) {
 		st = hsq_fail(HSQ_ERR_UNSUPPORTED, "%s: snapshot mode %u is not supported by this hsq %s; upgrade hsq",
 			      path, r.mode, hsq_version());
 		goto fail;
@@ -899,7 +979,9 @@ hsq_status hsq_snapshot_load(const hsq_model *model, const char *path, const hsq
 			      mi->head_dim, mi->n_vocab);
 		goto fail;
 	}
-	if (m->kv_dtype != SNAP_DTYPE_F32 || m->k_rope != 1 || m->pos_base != 0) {
+	int tiered = r.mode != HSQ_MODE_FULL;
+	if (m->kv_dtype != (tiered ? SNAP_DTYPE_TQ : SNAP_DTYPE_F32) || m->k_rope != (tiered ? 0u : 1u) ||
+	    m->pos_base != 0) {
 		st = hsq_fail(HSQ_ERR_UNSUPPORTED,
 			      "%s: kv cache encoding (dtype %u, k_rope %u, pos_base %u) is not supported by this hsq %s; upgrade hsq",
 			      path, m->kv_dtype, m->k_rope, m->pos_base, hsq_version());
@@ -913,6 +995,10 @@ hsq_status hsq_snapshot_load(const hsq_model *model, const char *path, const hsq
 		goto fail;
 	}
 
+	if (tiered) {
+		st = load_tiers(&r, model, params, &ctx);
+		goto fail; /* ctx is NULL on failure */
+	}
 	const snap_section *kv = find_section(&r, "kv.full");
 	if (!kv) {
 		st = hsq_fail(HSQ_ERR_FORMAT, "%s: full-mode snapshot has no 'kv.full' section; the file is damaged", path);
@@ -945,9 +1031,12 @@ hsq_status hsq_snapshot_load(const hsq_model *model, const char *path, const hsq
 	if (m->n_tokens)
 		memcpy(ctx->tokens, tokens, (size_t)m->n_tokens * sizeof *tokens);
 	ctx->n_past = (int)m->n_tokens;
-	*out = ctx;
-	ctx = NULL;
+	ctx->obs_from = ctx->n_past; /* no queries were evaluated here */
 fail:
+	if (!st) {
+		*out = ctx;
+		ctx = NULL;
+	}
 	hsq_context_free(ctx);
 	free(tokens);
 	reader_close(&r);
@@ -1122,9 +1211,22 @@ hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snaps
 
 	if (!ctx || !path || !*path)
 		return hsq_fail(HSQ_ERR_INVALID_ARG, "hsq_snapshot_save: %s is missing", !ctx ? "the context" : "the path");
-	if (mode != HSQ_MODE_FULL)
-		return hsq_fail(HSQ_ERR_INVALID_ARG, "snapshot mode %d is not supported (only full, %d); use --mode full",
-				(int)mode, (int)HSQ_MODE_FULL);
+	if (mode < HSQ_MODE_FULL || mode > HSQ_MODE_SNAPKV)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "snapshot mode %d is unknown; use full, quant, hsq, streaming or snapkv",
+				(int)mode);
+	if (mode != hsq_context_mode(ctx))
+		return hsq_fail(HSQ_ERR_INVALID_ARG,
+				"cannot save a %s context as a %s snapshot; compress it first (hsq_context_compress)",
+				hsq_mode_name(hsq_context_mode(ctx)), hsq_mode_name(mode));
+	if (mode == HSQ_MODE_FULL && !ctx->has_full_kv)
+		return hsq_fail(HSQ_ERR_INTERNAL, "context has no full cache to save; please report");
+	if (ctx->tiers) {
+		for (int l = 0; l < ctx->tiers->n_layer; l++)
+			if (ctx->tiers->layers[l].n_tail)
+				return hsq_fail(HSQ_ERR_INVALID_ARG,
+						"cannot save a %s context after tokens were appended to it (its decode tail is not stored); save right after compressing",
+						hsq_mode_name(mode));
+	}
 	if (zstd_level == 0)
 		zstd_level = 3;
 	if (zstd_level < 1 || zstd_level > 19)
@@ -1139,15 +1241,21 @@ hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snaps
 	uint64_t width = context_kv_width(ctx);
 	size_t plane = (size_t)n_tokens * width * sizeof(float);
 
-	/* Layout: header, table, meta, tokens, kv.full, each 64-byte aligned. */
-	enum { S_META, S_TOKENS, S_KV, N_SECTIONS };
-	out_section sec[N_SECTIONS] = {
+	/* Layout: header, table, meta, tokens, then kv.full (full mode) or the
+	 * tier sections, each 64-byte aligned. */
+	enum { S_META, S_TOKENS, S_KV, MAX_SECTIONS = 2 + TIER_N_SECTIONS };
+	tier_blob blobs[TIER_N_SECTIONS];
+	memset(blobs, 0, sizeof blobs);
+	int n_sections = mode == HSQ_MODE_FULL ? 3 : 2 + TIER_N_SECTIONS;
+	out_section sec[MAX_SECTIONS] = {
 		[S_META] = { .name = "meta", .raw = SNAP_META_SIZE, .flags = SNAP_SECTION_REQUIRED },
 		[S_TOKENS] = { .name = "tokens", .raw = (uint64_t)n_tokens * 4, .flags = SNAP_SECTION_REQUIRED },
 		[S_KV] = { .name = "kv.full", .raw = (uint64_t)plane * 2 * (uint64_t)mi->n_layer,
 			   .flags = SNAP_SECTION_REQUIRED },
 	};
-	uint64_t pos = align_up(SNAP_HEADER_SIZE + N_SECTIONS * SNAP_ENTRY_SIZE, SNAP_ALIGN_LOG2);
+	uint64_t pos = align_up(SNAP_HEADER_SIZE + (uint64_t)n_sections * SNAP_ENTRY_SIZE, SNAP_ALIGN_LOG2);
+	if (ctx->tiers && (st = tiers_serialize(ctx->tiers, zstd_level, blobs)))
+		return st;
 
 	if ((st = writer_open(&w, path)))
 		goto fail;
@@ -1163,7 +1271,7 @@ hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snaps
 	put_u32(small + SNAP_M_HEAD_DIM, (uint32_t)mi->head_dim);
 	put_u32(small + SNAP_M_N_TOKENS, n_tokens);
 	put_u32(small + SNAP_M_MODE, (uint32_t)mode);
-	put_u32(small + SNAP_M_KV_DTYPE, SNAP_DTYPE_F32);
+	put_u32(small + SNAP_M_KV_DTYPE, mode == HSQ_MODE_FULL ? SNAP_DTYPE_F32 : SNAP_DTYPE_TQ);
 	put_u32(small + SNAP_M_N_VOCAB, (uint32_t)mi->n_vocab);
 	put_u32(small + SNAP_M_N_EMBD, (uint32_t)mi->n_embd);
 	put_u32(small + SNAP_M_N_HEAD, (uint32_t)mi->n_head);
@@ -1171,7 +1279,7 @@ hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snaps
 	uint32_t bits;
 	memcpy(&bits, &mi->rope_freq_base, 4);
 	put_u32(small + SNAP_M_ROPE_BASE, bits);
-	put_u32(small + SNAP_M_K_ROPE, 1);
+	put_u32(small + SNAP_M_K_ROPE, mode == HSQ_MODE_FULL ? 1 : 0); /* tiers keep K before RoPE */
 	put_u32(small + SNAP_M_POS_BASE, 0);
 	char writer[SNAP_WRITER_LEN];
 	snprintf(writer, sizeof writer, "hsq %s", hsq_version());
@@ -1193,6 +1301,25 @@ hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snaps
 	if ((st = write_at(&w, pos, small, (size_t)sec[S_TOKENS].raw)))
 		goto fail;
 	pos = align_up(pos + sec[S_TOKENS].raw, SNAP_ALIGN_LOG2);
+
+	uint64_t file_size;
+	if (mode != HSQ_MODE_FULL) {
+		/* tier sections, raw (l3 holds its own zstd frames) */
+		for (int i = 0; i < TIER_N_SECTIONS; i++) {
+			out_section *o = &sec[2 + i];
+			o->name = tier_section_names[i];
+			o->flags = SNAP_SECTION_REQUIRED;
+			o->codec = SNAP_CODEC_RAW;
+			o->offset = pos;
+			o->raw = o->stored = blobs[i].size;
+			o->crc = crc32c_update(0, blobs[i].data, (size_t)blobs[i].size);
+			if ((st = write_at(&w, pos, blobs[i].data, (size_t)blobs[i].size)))
+				goto fail;
+			pos = align_up(pos + blobs[i].size, SNAP_ALIGN_LOG2);
+		}
+		file_size = sec[n_sections - 1].offset + sec[n_sections - 1].stored;
+		goto header;
+	}
 
 	/* kv.full: one zstd frame per layer and K/V (so one layer can be read
 	 * alone), streamed so memory stays at about one layer, then the
@@ -1258,14 +1385,16 @@ hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snaps
 	}
 	/* Exactly the size the header declares (with no tokens, the empty
 	 * kv.full section sits at an aligned offset past the last byte). */
-	uint64_t file_size = kv->offset + kv->stored;
+	file_size = kv->offset + kv->stored;
+header:
 	if (ftruncate(w.fd, (off_t)file_size) < 0) {
 		st = hsq_fail(HSQ_ERR_IO, "cannot write snapshot %s: %s", path, strerror(errno));
 		goto fail;
 	}
 
 	/* Header and table last, so an interrupted write never has a magic. */
-	uint8_t head[SNAP_HEADER_SIZE + N_SECTIONS * SNAP_ENTRY_SIZE];
+	uint8_t head[SNAP_HEADER_SIZE + MAX_SECTIONS * SNAP_ENTRY_SIZE];
+	size_t head_size = SNAP_HEADER_SIZE + (size_t)n_sections * SNAP_ENTRY_SIZE;
 	memset(head, 0, sizeof head);
 	memcpy(head + SNAP_H_MAGIC, SNAP_MAGIC, SNAP_MAGIC_LEN);
 	put_u16(head + SNAP_H_VERSION_MAJOR, SNAP_VERSION_MAJOR);
@@ -1275,15 +1404,15 @@ hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snaps
 	put_u32(head + SNAP_H_FLAGS, 0);
 	put_u32(head + SNAP_H_MODE, (uint32_t)mode);
 	put_u64(head + SNAP_H_TABLE_OFFSET, SNAP_HEADER_SIZE);
-	put_u32(head + SNAP_H_SECTION_COUNT, N_SECTIONS);
+	put_u32(head + SNAP_H_SECTION_COUNT, (uint32_t)n_sections);
 	put_u32(head + SNAP_H_ENTRY_SIZE, SNAP_ENTRY_SIZE);
 	memcpy(head + SNAP_H_IDENTITY, mi->identity, 32);
 	put_str(head + SNAP_H_ARCH, SNAP_ARCH_LEN, mi->architecture);
 	put_str(head + SNAP_H_NAME, SNAP_NAME_LEN, mi->name);
-	for (int i = 0; i < N_SECTIONS; i++)
+	for (int i = 0; i < n_sections; i++)
 		put_entry(head + SNAP_HEADER_SIZE + (size_t)i * SNAP_ENTRY_SIZE, &sec[i]);
-	put_u32(head + SNAP_H_CRC, crc32c_update(0, head, sizeof head));
-	if ((st = write_at(&w, 0, head, sizeof head)) || (st = writer_commit(&w)))
+	put_u32(head + SNAP_H_CRC, crc32c_update(0, head, head_size));
+	if ((st = write_at(&w, 0, head, head_size)) || (st = writer_commit(&w)))
 		goto fail;
 fail:
 	writer_abort(&w); /* after a commit only frees; otherwise removes the temporary */
@@ -1293,5 +1422,6 @@ fail:
 	free(zbuf);
 	free(table);
 	free(small);
+	tier_blobs_free(blobs);
 	return st;
 }

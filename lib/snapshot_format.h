@@ -16,7 +16,7 @@
 #define SNAP_MAGIC_LEN 8
 
 #define SNAP_VERSION_MAJOR 1 /* readers refuse any other major version */
-#define SNAP_VERSION_MINOR 0 /* readers accept any minor of their major */
+#define SNAP_VERSION_MINOR 1 /* readers accept any minor of their major; 1.1 adds the tier modes */
 
 /* ----------------------------------------------------------- header */
 #define SNAP_HEADER_SIZE 256 /* bytes written by this version; readers accept >= */
@@ -96,6 +96,7 @@
 
 #define SNAP_DTYPE_F32 0
 #define SNAP_DTYPE_F16 1 /* reserved */
+#define SNAP_DTYPE_TQ 2  /* TurboQuant codes in the tier sections (modes quant..snapkv) */
 
 /* Upper bounds that keep every size computation far from overflow. */
 #define SNAP_MAX_LAYERS 1024

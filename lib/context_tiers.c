@@ -1,0 +1,126 @@
+/* context_tiers.c - the public face of the tiers: compressing a context,
+ * routing budget, trace, recall probe and byte counts. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "context.h"
+#include "error.h"
+#include "tiers.h"
+
+hsq_status hsq_context_compress(hsq_context *ctx, hsq_snapshot_mode mode, const hsq_tier_params *params)
+{
+	hsq_status st;
+	if (!ctx)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "hsq_context_compress: the context is missing");
+	if (ctx->tiers)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "the context is already compressed (mode %s)",
+				hsq_mode_name(ctx->tiers->mode));
+	if (mode == HSQ_MODE_FULL)
+		return HSQ_OK;
+	if (!ctx->has_full_kv)
+		return hsq_fail(HSQ_ERR_INTERNAL, "a context without a full cache cannot be compressed; please report");
+	struct hsq_tiers *t = NULL;
+	if ((st = tiers_new(ctx->model, mode, params, ctx->n_ctx, ctx->backend->ops->threads(ctx->backend), &t)))
+		return st;
+	if ((st = tiers_build(ctx, t))) {
+		tiers_free(t);
+		return st;
+	}
+	ctx->tiers = t;
+	return HSQ_OK;
+}
+
+hsq_snapshot_mode hsq_context_mode(const hsq_context *ctx)
+{
+	return ctx->tiers ? ctx->tiers->mode : HSQ_MODE_FULL;
+}
+
+const hsq_tier_params *hsq_context_tier_params(const hsq_context *ctx)
+{
+	return ctx->tiers ? &ctx->tiers->params : NULL;
+}
+
+hsq_status hsq_context_set_budget(hsq_context *ctx, int budget)
+{
+	if (budget < -1)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "budget %d is out of range; use -1 (every group), 0 (default) or a token count",
+				budget);
+	if (!ctx->tiers || ctx->tiers->mode != HSQ_MODE_HSQ)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "a routing budget needs an hsq context; this one is %s",
+				hsq_mode_name(hsq_context_mode(ctx)));
+	ctx->tiers->budget = budget;
+	return HSQ_OK;
+}
+
+int hsq_context_budget(const hsq_context *ctx)
+{
+	const struct hsq_tiers *t = ctx->tiers;
+	if (!t || t->mode != HSQ_MODE_HSQ)
+		return 0;
+	return t->budget < 0 ? INT32_MAX : t->budget > 0 ? t->budget : tiers_default_budget(t->n_tokens);
+}
+
+void hsq_context_set_trace(hsq_context *ctx, hsq_trace_fn fn, void *user)
+{
+	if (ctx->tiers) {
+		ctx->tiers->trace = fn;
+		ctx->tiers->trace_user = user;
+	}
+}
+
+hsq_status hsq_context_set_recall_probe(hsq_context *ctx, int on)
+{
+	if (!ctx->tiers)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "the recall probe needs a compressed context (mode full has no router)");
+	if (on && !ctx->has_full_kv)
+		return hsq_fail(HSQ_ERR_INVALID_ARG,
+				"the recall probe needs the full cache, which a context loaded from a %s snapshot does not have; compress a prefilled context instead",
+				hsq_mode_name(ctx->tiers->mode));
+	ctx->tiers->probe = on != 0;
+	return HSQ_OK;
+}
+
+hsq_status hsq_context_recall(const hsq_context *ctx, double *per_layer)
+{
+	if (!ctx->tiers)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "the context is not compressed: no recall to report");
+	for (int l = 0; l < ctx->tiers->n_layer; l++) {
+		const tier_layer *L = &ctx->tiers->layers[l];
+		per_layer[l] = L->recall_count ? L->recall_sum / (double)L->recall_count : NAN;
+	}
+	return HSQ_OK;
+}
+
+hsq_status hsq_context_tier_stats(const hsq_context *ctx, hsq_tier_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	const hsq_model_info *mi = &ctx->model->info;
+	int n = ctx->n_past;
+	out->n_tokens = n;
+	uint64_t row16 = 2ull * mi->n_head_kv * mi->head_dim * 2; /* K and V of one position, fp16 */
+	for (int l = 0; l < mi->n_layer; l++) {
+		int w = ctx->model->layers[l].window, held = w && w < n ? w : n;
+		out->fp16_kv_bytes += (uint64_t)held * row16;
+	}
+	const struct hsq_tiers *t = ctx->tiers;
+	if (!t)
+		return HSQ_OK;
+	for (int l = 0; l < t->n_layer; l++) {
+		const tier_layer *L = &t->layers[l];
+		out->tail_bytes += (uint64_t)L->n_tail * 2 * t->n_head_kv * t->head_dim * sizeof(float);
+		for (int h = 0; h < t->n_head_kv; h++) {
+			const tier_head *x = &L->heads[h];
+			out->n_l1 += x->n_l1;
+			out->n_group += x->n_group;
+			out->n_l3 += x->n_l3;
+			for (int g = 0; g < x->n_group; g++)
+				out->n_medium += x->g_class[g] == HSQ_GROUP_MEDIUM;
+			out->l1_bytes += (uint64_t)x->n_l1 * (tier_code4_pair(t) + 4);
+			out->l2_bytes += (uint64_t)x->n_group * (tier_code3_pair(t) + 4 + 1);
+			out->l3_bytes += (uint64_t)x->n_l3 * (tier_code4_pair(t) + 4);
+		}
+	}
+	return HSQ_OK;
+}

@@ -1,0 +1,692 @@
+/* tiers.c - building the HSQ tiers from a full KV cache, and their storage.
+ *
+ * tiers_build turns the fp32 cache of a prefilled context into the layout
+ * of tiers.h. The reader and the compressor are the non-learned defaults
+ * of hsq(7): the reader scores each token by the attention mass the last
+ * obs_window queries give it (or by key norm), the compressor averages a
+ * group's keys (after RoPE) and values, optionally weighted by that mass. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+#include "error.h"
+#include "tiers.h"
+
+hsq_tier_params hsq_tier_default_params(void)
+{
+	hsq_tier_params p = {
+		.sinks = 4,
+		.window = 64,
+		.l1_fraction = 0.03f,
+		.group_size = 16,
+		.medium_fraction = 0.25f,
+		.obs_window = 32,
+		.reader = HSQ_READER_OBS_ATTENTION,
+		.compressor = HSQ_COMPRESSOR_OBS_WEIGHTED,
+		.seed = 0x4853510001ull,
+		.keep = 0,
+	};
+	return p;
+}
+
+static const char *const mode_names[] = { NULL, "full", "quant", "hsq", "streaming", "snapkv" };
+
+const char *hsq_mode_name(hsq_snapshot_mode mode)
+{
+	return mode >= HSQ_MODE_FULL && mode <= HSQ_MODE_SNAPKV ? mode_names[mode] : "unknown";
+}
+
+hsq_status hsq_mode_parse(const char *name, hsq_snapshot_mode *out)
+{
+	for (int m = HSQ_MODE_FULL; m <= HSQ_MODE_SNAPKV; m++)
+		if (name && !strcmp(name, mode_names[m])) {
+			*out = (hsq_snapshot_mode)m;
+			return HSQ_OK;
+		}
+	return hsq_fail(HSQ_ERR_INVALID_ARG, "unknown mode '%s'; use full, quant, hsq, streaming or snapkv",
+			name ? name : "");
+}
+
+const char *hsq_reader_name(hsq_reader_kind kind)
+{
+	return kind == HSQ_READER_OBS_ATTENTION ? "obs-attention" : kind == HSQ_READER_KEY_NORM ? "key-norm" : "unknown";
+}
+
+const char *hsq_compressor_name(hsq_compressor_kind kind)
+{
+	return kind == HSQ_COMPRESSOR_MEAN ? "mean" : kind == HSQ_COMPRESSOR_OBS_WEIGHTED ? "obs-weighted" : "unknown";
+}
+
+int hsq_default_budget(int n_tokens)
+{
+	int b = (n_tokens / 8 + 15) / 16 * 16;
+	return b < 256 ? 256 : b;
+}
+
+int tiers_default_budget(int n_tokens) { return hsq_default_budget(n_tokens); }
+
+static hsq_status check_params(const hsq_tier_params *p)
+{
+	if (p->sinks < 0 || p->sinks > 1 << 20)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "sinks %d is out of range; use 0 or more", p->sinks);
+	if (p->window < 1 || p->window > 1 << 20)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "window %d is out of range; use 1 or more", p->window);
+	if (!(p->l1_fraction >= 0.0f && p->l1_fraction <= 1.0f))
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "l1 fraction %g is out of range; use 0..1", p->l1_fraction);
+	if (p->group_size != 8 && p->group_size != 16)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "group size %d is not supported; use 8 or 16", p->group_size);
+	if (!(p->medium_fraction >= 0.0f && p->medium_fraction <= 1.0f))
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "medium fraction %g is out of range; use 0..1", p->medium_fraction);
+	if (p->obs_window < 1 || p->obs_window > HSQ_OBS_MAX)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "observation window %d is out of range; use 1..%d", p->obs_window,
+				HSQ_OBS_MAX);
+	if (p->reader != HSQ_READER_OBS_ATTENTION && p->reader != HSQ_READER_KEY_NORM)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "unknown reader %d; use obs-attention or key-norm", (int)p->reader);
+	if (p->compressor != HSQ_COMPRESSOR_MEAN && p->compressor != HSQ_COMPRESSOR_OBS_WEIGHTED)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "unknown compressor %d; use mean or obs-weighted",
+				(int)p->compressor);
+	if (p->keep < 0)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "keep %d is negative; use 0 (automatic) or a token count", p->keep);
+	return HSQ_OK;
+}
+
+/* ------------------------------------------------------------ storage */
+
+static void head_free(tier_head *h)
+{
+	free(h->l1_pos);
+	free(h->l1_code);
+	free(h->l1_k);
+	free(h->l1_v);
+	free(h->g_start);
+	free(h->g_class);
+	free(h->sum_code);
+	free(h->sum_k);
+	free(h->sum_v);
+	free(h->g_hits);
+	free(h->l3_pos);
+	free(h->l3_code);
+}
+
+void tiers_free(struct hsq_tiers *t)
+{
+	if (!t)
+		return;
+	if (t->layers) {
+		for (int l = 0; l < t->n_layer; l++) {
+			tier_layer *L = &t->layers[l];
+			if (L->heads)
+				for (int h = 0; h < t->n_head_kv; h++)
+					head_free(&L->heads[h]);
+			free(L->heads);
+			free(L->tail_pos);
+			free(L->tail_k);
+			free(L->tail_v);
+		}
+		free(t->layers);
+	}
+	for (int i = 0; i < t->n_rope; i++)
+		free(t->rope[i].cs);
+	if (t->scratch)
+		for (int i = 0; i < t->n_threads; i++) {
+			tier_scratch *x = &t->scratch[i];
+			free(x->gscore);
+			free(x->rank);
+			free(x->fetched);
+			free(x->fpos);
+			free(x->fk);
+			free(x->fv);
+			free(x->s);
+			free(x->ps);
+			free(x->covered);
+		}
+	free(t->scratch);
+	hsq_codec_free(t->c4);
+	hsq_codec_free(t->c3);
+	free(t);
+}
+
+/* Grows *p (elements of size sz) to hold at least need; *cap tracks. */
+static int grow(void **p, int *cap, int need, size_t sz)
+{
+	if (need <= *cap)
+		return 0;
+	int nc = *cap ? *cap : 16;
+	while (nc < need)
+		nc = nc > (1 << 29) ? need : nc * 2;
+	void *q = realloc(*p, (size_t)nc * sz);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = nc;
+	return 0;
+}
+
+#define GROW(ptr, cap_copy, need) grow((void **)&(ptr), &(cap_copy), (need), sizeof *(ptr))
+
+hsq_status tiers_new(const hsq_model *model, hsq_snapshot_mode mode, const hsq_tier_params *params, int n_ctx,
+		     int n_threads, struct hsq_tiers **out)
+{
+	hsq_status st;
+	const hsq_model_info *mi = &model->info;
+	*out = NULL;
+	if (mode < HSQ_MODE_QUANT || mode > HSQ_MODE_SNAPKV)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "mode %d has no tiers; use quant, hsq, streaming or snapkv", (int)mode);
+	hsq_tier_params p = params ? *params : hsq_tier_default_params();
+	if ((st = check_params(&p)))
+		return st;
+	if (mi->head_dim < HSQ_CODEC_MIN_DIM || mi->head_dim > HSQ_CODEC_MAX_DIM || (mi->head_dim & (mi->head_dim - 1)))
+		return hsq_fail(HSQ_ERR_UNSUPPORTED, "head dimension %d is not supported by the TQ codec (a power of two, %d..%d)",
+				mi->head_dim, HSQ_CODEC_MIN_DIM, HSQ_CODEC_MAX_DIM);
+	struct hsq_tiers *t = calloc(1, sizeof *t);
+	if (!t)
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the tiers");
+	t->mode = mode;
+	t->params = p;
+	t->n_layer = mi->n_layer;
+	t->n_head = mi->n_head;
+	t->n_head_kv = mi->n_head_kv;
+	t->head_dim = mi->head_dim;
+	t->n_ctx = n_ctx;
+	t->rope_neox = model->rope_neox;
+	t->attn_scale = 1.0f / sqrtf((float)mi->head_dim);
+	t->n_threads = n_threads > 0 ? n_threads : 1;
+
+	hsq_codec_params cp = { .kind = HSQ_CODEC_TQ, .dim = mi->head_dim, .bits = 4, .path = HSQ_KV_K, .seed = p.seed };
+	if ((st = hsq_codec_new(&cp, &t->c4)))
+		goto fail;
+	cp.bits = 3;
+	cp.seed = p.seed + 1;
+	if ((st = hsq_codec_new(&cp, &t->c3)))
+		goto fail;
+	t->code4 = hsq_codec_code_bytes(t->c4);
+	t->code3 = hsq_codec_code_bytes(t->c3);
+
+	t->layers = calloc((size_t)t->n_layer, sizeof *t->layers);
+	t->scratch = calloc((size_t)t->n_threads, sizeof *t->scratch);
+	if (!t->layers || !t->scratch)
+		goto nomem;
+	for (int l = 0; l < t->n_layer; l++) {
+		tier_layer *L = &t->layers[l];
+		L->window = model->layers[l].window;
+		float base = model->layers[l].rope_base;
+		int r = 0;
+		while (r < t->n_rope && t->rope[r].base != base)
+			r++;
+		if (r == t->n_rope) {
+			if (t->n_rope == (int)(sizeof t->rope / sizeof *t->rope)) {
+				st = hsq_fail(HSQ_ERR_UNSUPPORTED, "more than %d distinct RoPE bases in one model",
+					      (int)(sizeof t->rope / sizeof *t->rope));
+				goto fail;
+			}
+			t->rope[t->n_rope++].base = base;
+		}
+		L->rope_table = r;
+		if (!(L->heads = calloc((size_t)t->n_head_kv, sizeof *L->heads)))
+			goto nomem;
+	}
+	*out = t;
+	return HSQ_OK;
+nomem:
+	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory for the tiers");
+fail:
+	tiers_free(t);
+	return st;
+}
+
+hsq_status tiers_rope_reserve(struct hsq_tiers *t, int n_pos)
+{
+	int half = t->head_dim / 2;
+	for (int r = 0; r < t->n_rope; r++) {
+		rope_table *R = &t->rope[r];
+		if (R->n_pos >= n_pos)
+			continue;
+		float *cs = realloc(R->cs, (size_t)n_pos * half * 2 * sizeof *cs);
+		if (!cs)
+			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for RoPE tables of %d positions", n_pos);
+		for (int p = R->n_pos; p < n_pos; p++)
+			for (int i = 0; i < half; i++) {
+				/* as cpu_rope: the angle in double, then rounded */
+				double theta = (double)p * pow((double)R->base, -2.0 * i / t->head_dim);
+				cs[((size_t)p * half + i) * 2] = (float)cos(theta);
+				cs[((size_t)p * half + i) * 2 + 1] = (float)sin(theta);
+			}
+		R->cs = cs;
+		R->n_pos = n_pos;
+	}
+	return HSQ_OK;
+}
+
+void tiers_rope_rows(const struct hsq_tiers *t, const rope_table *r, float *x, const int32_t *pos, int n, int sign)
+{
+	int hd = t->head_dim, half = hd / 2, neox = t->rope_neox;
+	for (int k = 0; k < n; k++) {
+		float *v = x + (size_t)k * hd;
+		const float *cs = r->cs + (size_t)pos[k] * half * 2;
+		for (int i = 0; i < half; i++) {
+			float c = cs[2 * i], s = sign > 0 ? cs[2 * i + 1] : -cs[2 * i + 1];
+			int i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+			float a = v[i0], b = v[i1];
+			v[i0] = a * c - b * s;
+			v[i1] = a * s + b * c;
+		}
+	}
+}
+
+hsq_status tiers_encode_token(const struct hsq_tiers *t, const tier_head *h, const float *k_pre, const float *v,
+			      uint8_t *code)
+{
+	hsq_status st;
+	(void)h;
+	if ((st = hsq_codec_encode(t->c4, k_pre, 1, code)) || (st = hsq_codec_encode(t->c4, v, 1, code + t->code4)))
+		return st;
+	return HSQ_OK;
+}
+
+void tiers_decode_token(const struct hsq_tiers *t, const tier_head *h, const uint8_t *code, float *k_pre, float *v)
+{
+	(void)h;
+	hsq_codec_decode(t->c4, code, 1, k_pre);
+	hsq_codec_decode(t->c4, code + t->code4, 1, v);
+}
+
+/* Decodes one token's K (rotated to pos) and V from its codes. */
+static void decode_token(const struct hsq_tiers *t, const tier_head *h, const rope_table *r, const uint8_t *code,
+			 int32_t pos, float *k, float *v)
+{
+	tiers_decode_token(t, h, code, k, v);
+	tiers_rope_rows(t, r, k, &pos, 1, +1);
+}
+
+hsq_status tiers_head_add_l1(struct hsq_tiers *t, int layer, tier_head *h, int n, const int32_t *pos,
+			     const uint8_t *codes)
+{
+	int need = h->n_l1 + n, hd = t->head_dim;
+	if (need > h->cap_l1) {
+		int cap = h->cap_l1, c2 = h->cap_l1, c3 = h->cap_l1, c4 = h->cap_l1;
+		if (GROW(h->l1_pos, cap, need) || grow((void **)&h->l1_code, &c2, need, tier_code4_pair(t)) ||
+		    grow((void **)&h->l1_k, &c3, need, hd * sizeof(float)) ||
+		    grow((void **)&h->l1_v, &c4, need, hd * sizeof(float)))
+			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for %d L1 tokens", need);
+		h->cap_l1 = cap;
+	}
+	const rope_table *r = &t->rope[t->layers[layer].rope_table];
+	memcpy(h->l1_pos + h->n_l1, pos, (size_t)n * sizeof *pos);
+	memcpy(h->l1_code + (size_t)h->n_l1 * tier_code4_pair(t), codes, (size_t)n * tier_code4_pair(t));
+	for (int i = 0; i < n; i++) {
+		int j = h->n_l1 + i;
+		decode_token(t, h, r, h->l1_code + (size_t)j * tier_code4_pair(t), pos[i], h->l1_k + (size_t)j * hd,
+			     h->l1_v + (size_t)j * hd);
+	}
+	h->n_l1 = need;
+	return HSQ_OK;
+}
+
+hsq_status tiers_head_add_group(struct hsq_tiers *t, tier_head *h, int n, const int32_t *pos, const uint8_t *codes,
+				const uint8_t *sum_code, int cls)
+{
+	int hd = t->head_dim, ng = h->n_group + 1;
+	if (ng + 1 > h->cap_group) {
+		int c[6] = { h->cap_group, h->cap_group, h->cap_group, h->cap_group, h->cap_group, h->cap_group };
+		if (GROW(h->g_start, c[0], ng + 1) || GROW(h->g_class, c[1], ng + 1) ||
+		    grow((void **)&h->sum_code, &c[2], ng + 1, tier_code3_pair(t)) ||
+		    grow((void **)&h->sum_k, &c[3], ng + 1, hd * sizeof(float)) ||
+		    grow((void **)&h->sum_v, &c[4], ng + 1, hd * sizeof(float)) || GROW(h->g_hits, c[5], ng + 1))
+			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for %d L2 groups", ng);
+		h->cap_group = c[0];
+	}
+	int need = h->n_l3 + n;
+	if (need > h->cap_l3) {
+		int c0 = h->cap_l3, c1 = h->cap_l3;
+		if (GROW(h->l3_pos, c0, need) || grow((void **)&h->l3_code, &c1, need, tier_code4_pair(t)))
+			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for %d L3 tokens", need);
+		h->cap_l3 = c0;
+	}
+	int g = h->n_group;
+	if (g == 0)
+		h->g_start[0] = 0;
+	memcpy(h->l3_pos + h->n_l3, pos, (size_t)n * sizeof *pos);
+	memcpy(h->l3_code + (size_t)h->n_l3 * tier_code4_pair(t), codes, (size_t)n * tier_code4_pair(t));
+	h->n_l3 = need;
+	h->g_start[g + 1] = need;
+	h->g_class[g] = (uint8_t)cls;
+	h->g_hits[g] = 0;
+	memcpy(h->sum_code + (size_t)g * tier_code3_pair(t), sum_code, tier_code3_pair(t));
+	hsq_codec_decode(t->c3, sum_code, 1, h->sum_k + (size_t)g * hd);
+	hsq_codec_decode(t->c3, sum_code + t->code3, 1, h->sum_v + (size_t)g * hd);
+	h->n_group = ng;
+	return HSQ_OK;
+}
+
+hsq_status tiers_decode_working(struct hsq_tiers *t)
+{
+	int hd = t->head_dim;
+	for (int l = 0; l < t->n_layer; l++) {
+		const rope_table *r = &t->rope[t->layers[l].rope_table];
+		for (int hh = 0; hh < t->n_head_kv; hh++) {
+			tier_head *h = &t->layers[l].heads[hh];
+			for (int j = 0; j < h->n_l1; j++)
+				decode_token(t, h, r, h->l1_code + (size_t)j * tier_code4_pair(t), h->l1_pos[j],
+					     h->l1_k + (size_t)j * hd, h->l1_v + (size_t)j * hd);
+			for (int g = 0; g < h->n_group; g++) {
+				hsq_codec_decode(t->c3, h->sum_code + (size_t)g * tier_code3_pair(t), 1,
+						 h->sum_k + (size_t)g * hd);
+				hsq_codec_decode(t->c3, h->sum_code + (size_t)g * tier_code3_pair(t) + t->code3, 1,
+						 h->sum_v + (size_t)g * hd);
+			}
+		}
+	}
+	return HSQ_OK;
+}
+
+/* -------------------------------------------------------------- build */
+
+/* Encodes token rows idx[] (K before RoPE, V; row stride `stride`) of
+ * head h into pair codes. */
+static hsq_status encode_pairs(const struct hsq_tiers *t, const tier_head *h, const float *k, const float *v,
+			       size_t stride, int n, const int32_t *idx, uint8_t *codes)
+{
+	hsq_status st;
+	for (int i = 0; i < n; i++)
+		if ((st = tiers_encode_token(t, h, k + (size_t)idx[i] * stride, v + (size_t)idx[i] * stride,
+					     codes + (size_t)i * tier_code4_pair(t))))
+			return st;
+	return HSQ_OK;
+}
+
+/* Summary codes of a group: weighted means of its keys (after RoPE) and
+ * values (weights NULL = equal). */
+static hsq_status encode_summary(const struct hsq_tiers *t, const float *k_rope, const float *v, size_t stride, int n,
+				 const int32_t *idx, const float *weights, float *tmp, uint8_t *out)
+{
+	hsq_status st;
+	int hd = t->head_dim;
+	float *mk = tmp, *mv = tmp + hd;
+	double wsum = 0.0;
+	memset(tmp, 0, 2 * (size_t)hd * sizeof *tmp);
+	for (int i = 0; i < n; i++) {
+		float w = weights ? weights[idx[i]] : 1.0f;
+		wsum += w;
+		for (int d = 0; d < hd; d++) {
+			mk[d] += w * k_rope[(size_t)idx[i] * stride + d];
+			mv[d] += w * v[(size_t)idx[i] * stride + d];
+		}
+	}
+	float inv = wsum > 0.0 ? (float)(1.0 / wsum) : 0.0f;
+	for (int d = 0; d < hd; d++) {
+		mk[d] *= inv;
+		mv[d] *= inv;
+	}
+	if ((st = hsq_codec_encode(t->c3, mk, 1, out)) || (st = hsq_codec_encode(t->c3, mv, 1, out + t->code3)))
+		return st;
+	return HSQ_OK;
+}
+
+/* Reader score of every position 0..n-1 for KV head g of a layer. */
+static void reader_scores(const hsq_context *ctx, const struct hsq_tiers *t, int layer, int g, const float *k_rope,
+			  const float *k_pre, int n, float *mass, float *tmp)
+{
+	int hd = t->head_dim, H = t->n_head_kv, G = t->n_head / H;
+	size_t kvw = (size_t)H * hd;
+	memset(mass, 0, (size_t)n * sizeof *mass);
+	if (t->params.reader == HSQ_READER_KEY_NORM) {
+		for (int p = 0; p < n; p++) {
+			const float *k = k_pre + (size_t)p * kvw + (size_t)g * hd;
+			double s = 0;
+			for (int d = 0; d < hd; d++)
+				s += (double)k[d] * k[d];
+			mass[p] = (float)sqrt(s);
+		}
+		return;
+	}
+	int n_obs = t->params.obs_window < n ? t->params.obs_window : n;
+	size_t qw = (size_t)t->n_head * hd;
+	for (int o = n - n_obs; o < n; o++) {
+		const float *qrow = ctx->obs_q + ((size_t)layer * HSQ_OBS_MAX + (size_t)(o % HSQ_OBS_MAX)) * qw;
+		for (int hq = g * G; hq < (g + 1) * G; hq++) {
+			const float *q = qrow + (size_t)hq * hd;
+			float mx = -INFINITY;
+			for (int p = 0; p <= o; p++) {
+				const float *k = k_rope + (size_t)p * kvw + (size_t)g * hd;
+				float s = 0.0f;
+				for (int d = 0; d < hd; d++)
+					s += q[d] * k[d];
+				tmp[p] = s * t->attn_scale;
+				mx = tmp[p] > mx ? tmp[p] : mx;
+			}
+			double sum = 0.0;
+			for (int p = 0; p <= o; p++) {
+				tmp[p] = expf(tmp[p] - mx);
+				sum += tmp[p];
+			}
+			float inv = (float)(1.0 / sum);
+			for (int p = 0; p <= o; p++)
+				mass[p] += tmp[p] * inv;
+		}
+	}
+}
+
+typedef struct ranked {
+	float key;
+	int32_t idx;
+} ranked;
+
+static int by_key_desc(const void *a, const void *b)
+{
+	const ranked *x = a, *y = b;
+	if (x->key != y->key)
+		return x->key < y->key ? 1 : -1;
+	return (x->idx > y->idx) - (x->idx < y->idx); /* ties: earlier first */
+}
+
+/* The k indices with the largest key[idx] among idx[0..m-1] get mark[] = 1. */
+static void mark_top(const float *key, const int32_t *idx, int m, int k, ranked *tmp, uint8_t *mark)
+{
+	if (k > m)
+		k = m;
+	if (k <= 0)
+		return;
+	for (int i = 0; i < m; i++)
+		tmp[i] = (ranked){ key[idx[i]], idx[i] };
+	qsort(tmp, (size_t)m, sizeof *tmp, by_key_desc);
+	for (int i = 0; i < k; i++)
+		mark[tmp[i].idx] = 1;
+}
+
+/* Tokens per head that streaming/snapkv keep by default: the hsq fast tier
+ * of the same context in bytes, divided by the bytes of one 4-bit token. */
+static int eviction_keep(const struct hsq_tiers *t, int n)
+{
+	const hsq_tier_params *p = &t->params;
+	int fixed = p->sinks + p->window < n ? p->sinks + p->window : n;
+	int rest = n - fixed, flagged = (int)(p->l1_fraction * rest);
+	int grouped = rest - flagged, blocks = (grouped + p->group_size - 1) / p->group_size;
+	int groups = blocks + (p->group_size == 16 ? (int)lroundf(p->medium_fraction * blocks) : 0);
+	double bytes = (double)(fixed + flagged) * tier_code4_pair(t) + (double)groups * tier_code3_pair(t);
+	int keep = (int)(bytes / tier_code4_pair(t));
+	return keep < n ? keep : n;
+}
+
+/* Positions of L1 for one head: sinks, the recent window and the top
+ * `flagged` others by mass; sel[] gets 1 for L1 positions. */
+static void choose_l1(int n, int sinks, int window, int flagged, const float *mass, int32_t *order, ranked *tmp,
+		      uint8_t *sel)
+{
+	memset(sel, 0, (size_t)n);
+	for (int p = 0; p < n && p < sinks; p++)
+		sel[p] = 1;
+	for (int p = n - window > 0 ? n - window : 0; p < n; p++)
+		sel[p] = 1;
+	int m = 0;
+	for (int p = 0; p < n; p++)
+		if (!sel[p])
+			order[m++] = p;
+	if (mass)
+		mark_top(mass, order, m, flagged, tmp, sel);
+}
+
+hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
+{
+	hsq_status st = HSQ_OK;
+	const hsq_tier_params *p = &t->params;
+	int n = ctx->n_past, hd = t->head_dim, H = t->n_head_kv;
+	size_t kvw = (size_t)H * hd;
+	float *k_rope = NULL, *k_pre = NULL, *v = NULL, *mass = NULL, *tmp = NULL, *bmass = NULL;
+	int32_t *order = NULL, *idx = NULL, *pos = NULL, *rest = NULL, *border = NULL;
+	uint8_t *sel = NULL, *codes = NULL, *split = NULL;
+	ranked *rk = NULL;
+	uint8_t sum[2 * 4 * HSQ_CODEC_MAX_DIM];
+
+	if ((st = tiers_rope_reserve(t, ctx->n_ctx)))
+		return st;
+	int needs_obs = (t->mode == HSQ_MODE_HSQ || t->mode == HSQ_MODE_SNAPKV) && p->reader == HSQ_READER_OBS_ATTENTION;
+	int n_obs = p->obs_window < n ? p->obs_window : n;
+	if (needs_obs && n > 0 && ctx->obs_from > n - n_obs)
+		return hsq_fail(HSQ_ERR_INVALID_ARG,
+				"the obs-attention reader needs the queries of the last %d positions, but only positions from %d on were evaluated in this context (one loaded from a snapshot has none); evaluate the last %d tokens here before compressing, or use the key-norm reader",
+				n_obs, ctx->obs_from, n_obs);
+
+	size_t rows = (size_t)(n > 0 ? n : 1);
+	k_rope = malloc(rows * kvw * sizeof *k_rope);
+	k_pre = malloc(rows * kvw * sizeof *k_pre);
+	v = malloc(rows * kvw * sizeof *v);
+	mass = malloc(rows * sizeof *mass);
+	tmp = malloc((rows + 2 * (size_t)hd) * sizeof *tmp);
+	bmass = malloc(rows * sizeof *bmass);
+	order = malloc(rows * sizeof *order);
+	idx = malloc(rows * sizeof *idx);
+	pos = malloc(rows * sizeof *pos);
+	rest = malloc(rows * sizeof *rest);
+	border = malloc(rows * sizeof *border);
+	sel = malloc(rows);
+	split = malloc(rows);
+	codes = malloc(rows * tier_code4_pair(t));
+	rk = malloc(rows * sizeof *rk);
+	if (!k_rope || !k_pre || !v || !mass || !tmp || !bmass || !order || !idx || !pos || !rest || !border || !sel ||
+	    !split || !codes || !rk) {
+		st = hsq_fail(HSQ_ERR_NOMEM, "out of memory compressing %d tokens", n);
+		goto done;
+	}
+	int32_t *all_pos = pos;
+	for (int i = 0; i < n; i++)
+		all_pos[i] = i;
+
+	for (int l = 0; l < t->n_layer && n > 0; l++) {
+		tier_layer *L = &t->layers[l];
+		const rope_table *R = &t->rope[L->rope_table];
+		context_kv_read(ctx, l, 0, 0, n, k_rope);
+		context_kv_read(ctx, l, 1, 0, n, v);
+		memcpy(k_pre, k_rope, (size_t)n * kvw * sizeof *k_pre);
+		for (int i = 0; i < n; i++)
+			for (int g = 0; g < H; g++)
+				tiers_rope_rows(t, R, k_pre + (size_t)i * kvw + (size_t)g * hd, &all_pos[i], 1, -1);
+
+		for (int g = 0; g < H; g++) {
+			tier_head *h = &L->heads[g];
+			const float *kg = k_pre + (size_t)g * hd, *vg = v + (size_t)g * hd;
+			if (L->window) { /* sliding-window layer: only its window, in L1 */
+				int first = n > L->window ? n - L->window : 0, m = n - first;
+				for (int i = 0; i < m; i++)
+					idx[i] = first + i;
+				if ((st = encode_pairs(t, h, kg, vg, kvw, m, idx, codes)) ||
+				    (st = tiers_head_add_l1(t, l, h, m, idx, codes)))
+					goto done;
+				continue;
+			}
+			int sinks = p->sinks, window = p->window, flagged = 0;
+			const float *score = NULL;
+			switch (t->mode) {
+			case HSQ_MODE_QUANT:
+				sinks = n;
+				window = 0;
+				break;
+			case HSQ_MODE_STREAMING: {
+				int keep = p->keep ? p->keep : eviction_keep(t, n);
+				sinks = sinks < keep ? sinks : keep;
+				window = keep - sinks;
+				break;
+			}
+			case HSQ_MODE_SNAPKV: {
+				int keep = p->keep ? p->keep : eviction_keep(t, n);
+				sinks = sinks < keep ? sinks : keep;
+				window = window < keep - sinks ? window : keep - sinks;
+				flagged = keep - sinks - window;
+				reader_scores(ctx, t, l, g, k_rope, k_pre, n, mass, tmp);
+				score = mass;
+				break;
+			}
+			default: { /* hsq */
+				int fixed = sinks + window < n ? sinks + window : n;
+				flagged = (int)(p->l1_fraction * (n - fixed));
+				reader_scores(ctx, t, l, g, k_rope, k_pre, n, mass, tmp);
+				score = mass;
+			}
+			}
+			choose_l1(n, sinks, window, flagged, score, order, rk, sel);
+			int n1 = 0, m = 0;
+			for (int i = 0; i < n; i++) {
+				if (sel[i])
+					idx[n1++] = i;
+				else
+					rest[m++] = i;
+			}
+			if ((st = encode_pairs(t, h, kg, vg, kvw, n1, idx, codes)) ||
+			    (st = tiers_head_add_l1(t, l, h, n1, idx, codes)))
+				goto done;
+			if (t->mode != HSQ_MODE_HSQ || m == 0)
+				continue; /* quant keeps all; eviction modes drop the rest */
+
+			/* L2/L3: blocks of group_size over the remaining tokens in
+			 * position order; the reader splits the blocks with the most
+			 * mass into two medium groups. */
+			int gs = p->group_size, nb = (m + gs - 1) / gs;
+			memset(split, 0, (size_t)nb);
+			int n_medium = gs == 16 ? (int)lroundf(p->medium_fraction * nb) : 0;
+			if (n_medium > 0) {
+				for (int b = 0; b < nb; b++) {
+					double s = 0;
+					for (int i = b * gs; i < (b + 1) * gs && i < m; i++)
+						s += mass[rest[i]];
+					bmass[b] = (float)s;
+					border[b] = b;
+				}
+				mark_top(bmass, border, nb, n_medium, rk, split);
+			}
+			const float *weights = p->compressor == HSQ_COMPRESSOR_OBS_WEIGHTED ? mass : NULL;
+			for (int b = 0; b < nb; b++) {
+				int b0 = b * gs, bn = b0 + gs <= m ? gs : m - b0;
+				int parts = split[b] && bn > gs / 2 ? 2 : 1;
+				for (int part = 0; part < parts; part++) {
+					int s0 = parts == 2 ? b0 + part * (gs / 2) : b0;
+					int sn = parts == 2 ? (part ? bn - gs / 2 : gs / 2) : bn;
+					const int32_t *gi = rest + s0;
+					if ((st = encode_pairs(t, h, kg, vg, kvw, sn, gi, codes)) ||
+					    (st = encode_summary(t, k_rope + (size_t)g * hd, vg, kvw, sn, gi, weights, tmp,
+								 sum)) ||
+					    (st = tiers_head_add_group(t, h, sn, gi, codes, sum,
+								       parts == 2 ? HSQ_GROUP_MEDIUM : HSQ_GROUP_LOW)))
+						goto done;
+				}
+			}
+		}
+	}
+	t->n_tokens = n;
+done:
+	free(k_rope);
+	free(k_pre);
+	free(v);
+	free(mass);
+	free(tmp);
+	free(bmass);
+	free(order);
+	free(idx);
+	free(pos);
+	free(rest);
+	free(border);
+	free(sel);
+	free(split);
+	free(codes);
+	free(rk);
+	return st;
+}

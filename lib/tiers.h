@@ -1,0 +1,157 @@
+/* tiers.h - the HSQ three-tier KV cache (internal).
+ *
+ * Per layer and KV head:
+ *   L1 (fast tier)    individual tokens, K before RoPE and V, 4-bit TQ;
+ *   L2 (fast tier)    one key and one value summary per group of grouped
+ *                     tokens, 3-bit TQ (keys after RoPE: they are routing
+ *                     keys, scored against queries);
+ *   L3 (archive)      every grouped token, K before RoPE and V, 4-bit TQ.
+ * Tokens appended after compression stay full-precision in a per-layer
+ * tail until the recent window is full, then move into the tiers.
+ *
+ * The modes share this structure: quant keeps every token in L1 (no
+ * groups); streaming keeps sinks and a recent window in L1 and drops the
+ * rest; snapkv keeps what an observation window attends to most and drops
+ * the rest. Only hsq has L2 and L3.
+ *
+ * Codes of one token are [K code][V code], each hsq_codec_code_bytes of
+ * the tier's codec. Decoded working copies (fp32, K rotated to its
+ * position) of L1 and L2 are kept for the CPU attention: the tier byte
+ * counts report the encoded sizes, which are what a snapshot stores and a
+ * device backend would hold. */
+#ifndef HSQ_TIERS_H
+#define HSQ_TIERS_H
+
+#include <stdint.h>
+
+#include "hsq.h"
+
+typedef struct tier_head {
+	int n_l1, cap_l1;
+	int32_t *l1_pos;       /* [n_l1] positions, ascending */
+	uint8_t *l1_code;      /* [n_l1][2][code4] K (before RoPE), V */
+	float *l1_k, *l1_v;    /* [n_l1][head_dim] decoded; K rotated to l1_pos */
+
+	int n_group, cap_group;
+	int32_t *g_start;      /* [n_group + 1] first L3 index of each group */
+	uint8_t *g_class;      /* [n_group] HSQ_GROUP_LOW or HSQ_GROUP_MEDIUM */
+	uint8_t *sum_code;     /* [n_group][2][code3] key summary (after RoPE), value summary */
+	float *sum_k, *sum_v;  /* [n_group][head_dim] decoded summaries */
+	uint32_t *g_hits;      /* [n_group] times the router fetched the group */
+
+	int n_l3, cap_l3;
+	int32_t *l3_pos;       /* [n_l3] positions; ascending within a group */
+	uint8_t *l3_code;      /* [n_l3][2][code4] K (before RoPE), V */
+} tier_head;
+
+typedef struct tier_layer {
+	int window;            /* sliding attention window of the layer, 0 = global */
+	int rope_table;        /* index of the layer's RoPE table in hsq_tiers.rope */
+	tier_head *heads;      /* [n_head_kv] */
+	/* Full-precision tail, shared by the layer's heads (same positions). */
+	int n_tail, cap_tail;
+	int32_t *tail_pos;     /* [cap_tail] */
+	float *tail_k;         /* [cap_tail][n_head_kv * head_dim] K after RoPE */
+	float *tail_v;         /* [cap_tail][n_head_kv * head_dim] */
+	/* Router recall probe: sums of captured true attention mass. */
+	double recall_sum;
+	uint64_t recall_count;
+} tier_layer;
+
+typedef struct rope_table {
+	float base;
+	int n_pos;             /* positions tabulated */
+	float *cs;             /* [n_pos][head_dim / 2][2] cos, sin (as cpu_rope rounds them) */
+} rope_table;
+
+struct hsq_tiers {
+	hsq_snapshot_mode mode;
+	hsq_tier_params params;      /* as built (defaults resolved) */
+	int n_layer, n_head, n_head_kv, head_dim, n_ctx;
+	int rope_neox;
+	float attn_scale;
+	hsq_codec *c4, *c3;          /* L1/L3 and L2 codecs */
+	size_t code4, code3;         /* bytes of one code */
+	tier_layer *layers;          /* [n_layer] */
+	int n_rope;
+	rope_table rope[4];
+	int budget;                  /* tokens per KV head; 0 = default (hsq_default_budget) */
+	int n_tokens;                /* positions covered (snapshot + appended) */
+	hsq_trace_fn trace;
+	void *trace_user;
+	int probe;                   /* 1: measure router recall against the full cache */
+	/* Per-thread scratch for the attention tasks (tiers_attend.c). */
+	int n_threads;
+	struct tier_scratch *scratch; /* [n_threads] */
+};
+
+typedef struct tier_scratch {
+	int cap_groups, cap_fetch, cap_scores, cap_pos;
+	float *gscore;         /* [cap_groups] router scores */
+	void *rank;            /* [cap_groups] ranking pairs */
+	uint8_t *fetched;      /* [cap_groups] 1 = fetched this step */
+	int32_t *fpos;         /* [cap_fetch] positions of fetched tokens */
+	float *fk, *fv;        /* [cap_fetch][head_dim] fetched K (rotated), V */
+	float *s;              /* [cap_scores] attention weights */
+	float *ps;             /* [cap_pos] probe: true scores */
+	uint8_t *covered;      /* [cap_pos] probe: positions L1/fetch/tail hold */
+} tier_scratch;
+
+/* Codes of one token (K then V) in L1/L3, and one summary in L2. */
+static inline size_t tier_code4_pair(const struct hsq_tiers *t) { return 2 * t->code4; }
+static inline size_t tier_code3_pair(const struct hsq_tiers *t) { return 2 * t->code3; }
+
+/* Allocates an empty structure for the model (no tokens). */
+hsq_status tiers_new(const hsq_model *model, hsq_snapshot_mode mode, const hsq_tier_params *params, int n_ctx,
+		     int n_threads, struct hsq_tiers **out);
+void tiers_free(struct hsq_tiers *t);
+
+/* Makes sure the RoPE tables hold positions 0..n_pos-1. */
+hsq_status tiers_rope_reserve(struct hsq_tiers *t, int n_pos);
+/* Rotates n rows of head_dim floats, row i to position pos[i] (sign +1) or
+ * back from it (sign -1), with table r. */
+void tiers_rope_rows(const struct hsq_tiers *t, const rope_table *r, float *x, const int32_t *pos, int n, int sign);
+
+/* Codes of one token of head h from K before RoPE and V, and back (K
+ * still before RoPE). Centring K and V per head before encoding was
+ * measured and made perplexity worse (docs/tiers.md), so codes hold the
+ * vectors as they are. */
+hsq_status tiers_encode_token(const struct hsq_tiers *t, const tier_head *h, const float *k_pre, const float *v,
+			      uint8_t *code);
+void tiers_decode_token(const struct hsq_tiers *t, const tier_head *h, const uint8_t *code, float *k_pre, float *v);
+
+/* Appends tokens to a head (capacity grows). Codes are copied; the decoded
+ * working copies are made from them. */
+hsq_status tiers_head_add_l1(struct hsq_tiers *t, int layer, tier_head *h, int n, const int32_t *pos,
+			     const uint8_t *codes);
+hsq_status tiers_head_add_group(struct hsq_tiers *t, tier_head *h, int n, const int32_t *pos, const uint8_t *codes,
+				const uint8_t *sum_code, int cls);
+
+/* Re-makes the decoded copies of L1 and L2 of every head from the codes
+ * (after loading). */
+hsq_status tiers_decode_working(struct hsq_tiers *t);
+
+/* Builds the tiers of ctx from its full KV cache (positions 0..n_past-1)
+ * and the observation queries it captured. */
+hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t);
+
+/* The attention of one layer for a chunk of n tokens: appends k, v (after
+ * RoPE, [n][n_head_kv * head_dim]) to the tail, then every token attends
+ * to L1, the summaries of unfetched groups, the fetched groups and the
+ * tail up to its position. full_k/full_v: the layer's full cache (ring of
+ * full_cap rows) when the recall probe is on, else NULL. */
+void tiers_attend(hsq_context *ctx, struct hsq_tiers *t, int layer, const float *q, const float *k, const float *v,
+		  const int *pos, int n, const float *full_k, const float *full_v, int full_cap, float *out);
+
+/* Sizes scratch, trace buffers, tail and RoPE tables for a chunk of n
+ * tokens; call before the chunk's layers run. */
+hsq_status tiers_reserve_chunk(hsq_context *ctx, struct hsq_tiers *t, int n);
+
+/* Moves tail tokens beyond the recent window into the tiers (online
+ * compression); call after every chunk. */
+hsq_status tiers_compact(struct hsq_tiers *t);
+
+/* Tokens per KV head the router fetches at context length n by default. */
+int tiers_default_budget(int n_tokens);
+
+#endif

@@ -1,0 +1,460 @@
+/* tiers_attend.c - decode through the HSQ tiers: route, fetch, attend,
+ * and compress the tail online.
+ *
+ * For each token of a chunk and each KV head (one task):
+ *   1. route: score every L2 key summary against the query heads that share
+ *      the KV head (the maximum over them), take groups in decreasing score
+ *      while their tokens fit the budget;
+ *   2. fetch: decode the chosen groups' L3 codes and rotate the keys to
+ *      their positions;
+ *   3. attend, for each query head: softmax over L1 tokens, the summaries
+ *      of the groups not fetched (score + log(group size): a summary stands
+ *      for that many tokens with the same key), the fetched tokens and the
+ *      tail up to the token's own position; fetched groups' summaries are
+ *      masked so no token counts twice.
+ * Sliding-window layers only hold L1 and the tail, masked to the window. */
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+#include "error.h"
+#include "quant_blocks.h"
+#include "tiers.h"
+
+typedef hsq_vf16 vf16;
+
+typedef struct ranked_group {
+	float score;
+	int32_t group;
+} ranked_group;
+
+static inline float dot(const float *a, const float *b, int n)
+{
+	int i = 0;
+	float r = 0.0f;
+	if (n >= 16) {
+		vf16 acc = { 0 };
+		for (; i + 16 <= n; i += 16) {
+			vf16 x, y;
+			memcpy(&x, a + i, sizeof x);
+			memcpy(&y, b + i, sizeof y);
+			acc += x * y;
+		}
+		for (int k = 0; k < 16; k++)
+			r += acc[k];
+	}
+	for (; i < n; i++)
+		r += a[i] * b[i];
+	return r;
+}
+
+static inline void axpy(float *y, float w, const float *x, int n)
+{
+	int i = 0;
+	for (; i + 16 <= n; i += 16) {
+		vf16 a, b;
+		memcpy(&a, y + i, sizeof a);
+		memcpy(&b, x + i, sizeof b);
+		a += w * b;
+		memcpy(y + i, &a, sizeof a);
+	}
+	for (; i < n; i++)
+		y[i] += w * x[i];
+}
+
+static int by_score_desc(const void *a, const void *b)
+{
+	const ranked_group *x = a, *y = b;
+	if (x->score != y->score)
+		return x->score < y->score ? 1 : -1;
+	return (x->group > y->group) - (x->group < y->group);
+}
+
+/* Grows a scratch buffer; returns 0 or -1. */
+static int reserve(void **p, int need, size_t elem)
+{
+
+	void *q = realloc(*p, (size_t)(need > 0 ? need : 1) * elem);
+	if (!q)
+		return -1;
+	*p = q;
+	return 0;
+}
+
+static hsq_status ensure_scratch(struct hsq_tiers *t, int groups, int fetch, int scores, int n_pos)
+{
+	int hd = t->head_dim;
+	for (int i = 0; i < t->n_threads; i++) {
+		tier_scratch *x = &t->scratch[i];
+		if (groups > x->cap_groups) {
+			if (reserve((void **)&x->gscore, groups, sizeof(float)) ||
+			    reserve(&x->rank, groups, sizeof(ranked_group)) ||
+			    reserve((void **)&x->fetched, groups, 1))
+				goto nomem;
+			x->cap_groups = groups;
+		}
+		if (fetch > x->cap_fetch) {
+			if (reserve((void **)&x->fpos, fetch, sizeof(int32_t)) ||
+			    reserve((void **)&x->fk, fetch, hd * sizeof(float)) ||
+			    reserve((void **)&x->fv, fetch, hd * sizeof(float)))
+				goto nomem;
+			x->cap_fetch = fetch;
+		}
+		if (scores > x->cap_scores) {
+			if (reserve((void **)&x->s, scores, sizeof(float)))
+				goto nomem;
+			x->cap_scores = scores;
+		}
+		if (n_pos > x->cap_pos) {
+			if (reserve((void **)&x->ps, n_pos, sizeof(float)) ||
+			    reserve((void **)&x->covered, n_pos, 1))
+				goto nomem;
+			memset(x->covered, 0, (size_t)n_pos);
+			x->cap_pos = n_pos;
+		}
+	}
+	return HSQ_OK;
+nomem:
+	return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the tier attention scratch");
+}
+
+typedef struct attend_job {
+	struct hsq_tiers *t;
+	tier_layer *L;
+	const float *q;        /* [n][n_head * hd] */
+	const int *pos;        /* [n] */
+	int n;
+	int budget;            /* tokens per head; INT_MAX = every group */
+	const float *full_k, *full_v; /* probe: the layer's full cache (ring) or NULL */
+	int full_cap;
+	float *out;            /* [n][n_head * hd] */
+	int32_t *trace;        /* [n * H][max_groups] fetched group ids */
+	int *n_trace;          /* [n * H] */
+	int max_groups;
+	double *recall;        /* [n * H] summed over the head's query heads */
+} attend_job;
+
+static void attend_task(void *arg, int task, int thread)
+{
+	const attend_job *j = arg;
+	struct hsq_tiers *t = j->t;
+	const tier_layer *L = j->L;
+	tier_scratch *x = &t->scratch[thread];
+	int H = t->n_head_kv, G = t->n_head / H, hd = t->head_dim;
+	int ti = task / H, g = task % H, p = j->pos[ti];
+	int wfirst = L->window && p + 1 > L->window ? p + 1 - L->window : 0;
+	tier_head *h = &L->heads[g];
+	const float *qrow = j->q + (size_t)ti * t->n_head * hd;
+	const rope_table *R = &t->rope[L->rope_table];
+	size_t kvw = (size_t)H * hd;
+
+	/* 1. route */
+	int n_fetch = 0, n_groups_fetched = 0;
+	if (h->n_group > 0) {
+		memset(x->fetched, 0, (size_t)h->n_group);
+		if (j->budget == INT_MAX) {
+			memset(x->fetched, 1, (size_t)h->n_group);
+		} else if (j->budget > 0) {
+			ranked_group *rk = x->rank;
+			for (int k = 0; k < h->n_group; k++) {
+				const float *sk = h->sum_k + (size_t)k * hd;
+				float best = -INFINITY;
+				for (int hq = g * G; hq < (g + 1) * G; hq++) {
+					float s = dot(qrow + (size_t)hq * hd, sk, hd);
+					best = s > best ? s : best;
+				}
+				rk[k] = (ranked_group){ best, k };
+			}
+			qsort(rk, (size_t)h->n_group, sizeof *rk, by_score_desc);
+			int total = 0;
+			for (int k = 0; k < h->n_group && total < j->budget; k++) {
+				int gid = rk[k].group, size = h->g_start[gid + 1] - h->g_start[gid];
+				if (total + size > j->budget)
+					continue;
+				x->fetched[gid] = 1;
+				total += size;
+			}
+		}
+		/* 2. fetch, in group order */
+		int32_t *tr = j->trace + (size_t)task * j->max_groups;
+		for (int k = 0; k < h->n_group; k++) {
+			if (!x->fetched[k])
+				continue;
+			tr[n_groups_fetched] = k;
+			n_groups_fetched++;
+			for (int i = h->g_start[k]; i < h->g_start[k + 1]; i++, n_fetch++) {
+				const uint8_t *code = h->l3_code + (size_t)i * tier_code4_pair(t);
+				float *fk = x->fk + (size_t)n_fetch * hd;
+				tiers_decode_token(t, h, code, fk, x->fv + (size_t)n_fetch * hd);
+				tiers_rope_rows(t, R, fk, &h->l3_pos[i], 1, +1);
+				x->fpos[n_fetch] = h->l3_pos[i];
+			}
+		}
+	}
+	j->n_trace[task] = n_groups_fetched;
+
+	/* 3. attend */
+	double recall = 0.0;
+	for (int hq = g * G; hq < (g + 1) * G; hq++) {
+		const float *q = qrow + (size_t)hq * hd;
+		float *s = x->s, mx = -INFINITY;
+		int ns = 0;
+		for (int i = 0; i < h->n_l1; i++) {
+			int lp = h->l1_pos[i];
+			float v = lp >= wfirst && lp <= p ? dot(q, h->l1_k + (size_t)i * hd, hd) * t->attn_scale : -INFINITY;
+			s[ns++] = v;
+		}
+		for (int k = 0; k < h->n_group; k++) {
+			float v = -INFINITY;
+			if (!x->fetched[k])
+				v = dot(q, h->sum_k + (size_t)k * hd, hd) * t->attn_scale +
+				    logf((float)(h->g_start[k + 1] - h->g_start[k]));
+			s[ns++] = v;
+		}
+		for (int i = 0; i < n_fetch; i++)
+			s[ns++] = dot(q, x->fk + (size_t)i * hd, hd) * t->attn_scale;
+		for (int i = 0; i < L->n_tail; i++) {
+			int tp = L->tail_pos[i];
+			s[ns++] = tp >= wfirst && tp <= p ? dot(q, L->tail_k + i * kvw + (size_t)g * hd, hd) * t->attn_scale
+							  : -INFINITY;
+		}
+		for (int i = 0; i < ns; i++)
+			mx = s[i] > mx ? s[i] : mx;
+		float sum = 0.0f;
+		for (int i = 0; i < ns; i++) {
+			s[i] = s[i] == -INFINITY ? 0.0f : expf(s[i] - mx);
+			sum += s[i];
+		}
+		float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+		float *o = j->out + ((size_t)ti * t->n_head + hq) * hd;
+		memset(o, 0, (size_t)hd * sizeof *o);
+		ns = 0;
+		for (int i = 0; i < h->n_l1; i++, ns++)
+			if (s[ns] != 0.0f)
+				axpy(o, s[ns] * inv, h->l1_v + (size_t)i * hd, hd);
+		for (int k = 0; k < h->n_group; k++, ns++)
+			if (s[ns] != 0.0f)
+				axpy(o, s[ns] * inv, h->sum_v + (size_t)k * hd, hd);
+		for (int i = 0; i < n_fetch; i++, ns++)
+			if (s[ns] != 0.0f)
+				axpy(o, s[ns] * inv, x->fv + (size_t)i * hd, hd);
+		for (int i = 0; i < L->n_tail; i++, ns++)
+			if (s[ns] != 0.0f)
+				axpy(o, s[ns] * inv, L->tail_v + i * kvw + (size_t)g * hd, hd);
+
+		if (j->full_k) {
+			/* probe: true attention over the full cache at positions
+			 * wfirst..p, and the share L1 + fetched + tail hold */
+			float pm = -INFINITY, psum = 0.0f;
+			int np = p + 1 - wfirst;
+			for (int i = 0; i < np; i++) {
+				int row = (wfirst + i) % j->full_cap;
+				x->ps[i] = dot(q, j->full_k + (size_t)row * kvw + (size_t)g * hd, hd) * t->attn_scale;
+				pm = x->ps[i] > pm ? x->ps[i] : pm;
+			}
+			for (int i = 0; i < np; i++) {
+				x->ps[i] = expf(x->ps[i] - pm);
+				psum += x->ps[i];
+			}
+			for (int i = 0; i < h->n_l1; i++)
+				if (h->l1_pos[i] >= wfirst && h->l1_pos[i] <= p)
+					x->covered[h->l1_pos[i] - wfirst] = 1;
+			for (int i = 0; i < n_fetch; i++)
+				if (x->fpos[i] >= wfirst && x->fpos[i] <= p)
+					x->covered[x->fpos[i] - wfirst] = 1;
+			for (int i = 0; i < L->n_tail; i++)
+				if (L->tail_pos[i] >= wfirst && L->tail_pos[i] <= p)
+					x->covered[L->tail_pos[i] - wfirst] = 1;
+			double got = 0.0;
+			for (int i = 0; i < np; i++) {
+				if (x->covered[i])
+					got += x->ps[i];
+				x->covered[i] = 0;
+			}
+			recall += got / psum;
+		}
+	}
+	if (j->recall)
+		j->recall[task] = recall;
+}
+
+void tiers_attend(hsq_context *ctx, struct hsq_tiers *t, int layer, const float *q, const float *k, const float *v,
+		  const int *pos, int n, const float *full_k, const float *full_v, int full_cap, float *out)
+{
+	tier_layer *L = &t->layers[layer];
+	int H = t->n_head_kv;
+	size_t kvw = (size_t)H * t->head_dim;
+
+	/* append the chunk to the tail (capacity reserved by context_tiers_reserve) */
+	memcpy(L->tail_k + (size_t)L->n_tail * kvw, k, (size_t)n * kvw * sizeof *k);
+	memcpy(L->tail_v + (size_t)L->n_tail * kvw, v, (size_t)n * kvw * sizeof *v);
+	for (int i = 0; i < n; i++)
+		L->tail_pos[L->n_tail + i] = pos[i];
+	L->n_tail += n;
+
+	attend_job j = { .t = t, .L = L, .q = q, .pos = pos, .n = n, .full_k = full_k, .full_v = full_v,
+			 .full_cap = full_cap, .out = out };
+	j.budget = t->budget < 0 ? INT_MAX : t->budget > 0 ? t->budget : tiers_default_budget(t->n_tokens);
+	for (int h = 0; h < H; h++)
+		j.max_groups = L->heads[h].n_group > j.max_groups ? L->heads[h].n_group : j.max_groups;
+	j.trace = ctx->tier_trace_buf;
+	j.n_trace = ctx->tier_trace_count;
+	j.recall = full_k ? ctx->tier_recall_buf : NULL;
+	ctx->backend->ops->parallel(ctx->backend, n * H, attend_task, &j);
+
+	for (int i = 0; i < n * H; i++) { /* hit counts here: tasks of one head run in parallel */
+		tier_head *h = &L->heads[i % H];
+		const int32_t *tr = ctx->tier_trace_buf + (size_t)i * j.max_groups;
+		for (int m = 0; m < ctx->tier_trace_count[i]; m++)
+			h->g_hits[tr[m]]++;
+	}
+	if (t->trace)
+		for (int i = 0; i < n * H; i++)
+			t->trace(t->trace_user, pos[i / H], layer, i % H, ctx->tier_trace_buf + (size_t)i * j.max_groups,
+				 ctx->tier_trace_count[i]);
+	if (full_k)
+		for (int i = 0; i < n * H; i++) {
+			L->recall_sum += ctx->tier_recall_buf[i];
+			L->recall_count += (uint64_t)(t->n_head / H);
+		}
+}
+
+/* Sizes the scratch and trace buffers for a chunk of n tokens before its
+ * layers run. */
+hsq_status tiers_reserve_chunk(hsq_context *ctx, struct hsq_tiers *t, int n)
+{
+	int H = t->n_head_kv, max_groups = 0, max_l3 = 0, max_l1 = 0, max_tail = 0, max_gsize = t->params.group_size;
+	for (int l = 0; l < t->n_layer; l++) {
+		tier_layer *L = &t->layers[l];
+		max_tail = L->n_tail > max_tail ? L->n_tail : max_tail;
+		for (int h = 0; h < H; h++) {
+			tier_head *hd = &L->heads[h];
+			max_groups = hd->n_group > max_groups ? hd->n_group : max_groups;
+			max_l3 = hd->n_l3 > max_l3 ? hd->n_l3 : max_l3;
+			max_l1 = hd->n_l1 > max_l1 ? hd->n_l1 : max_l1;
+		}
+	}
+	int budget = t->budget < 0 ? max_l3 : t->budget > 0 ? t->budget : tiers_default_budget(t->n_tokens + n);
+	int fetch = budget + max_gsize < max_l3 ? budget + max_gsize : max_l3;
+	int scores = max_l1 + max_groups + fetch + max_tail + n;
+	hsq_status st = ensure_scratch(t, max_groups, fetch, scores, t->probe ? t->n_tokens + n : 0);
+	if (st)
+		return st;
+	size_t need = (size_t)n * H;
+	int32_t *tb = realloc(ctx->tier_trace_buf, (need * (size_t)(max_groups > 0 ? max_groups : 1)) * sizeof *tb);
+	if (!tb)
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the router trace");
+	ctx->tier_trace_buf = tb;
+	int *tc = realloc(ctx->tier_trace_count, need * sizeof *tc);
+	double *rb = tc ? realloc(ctx->tier_recall_buf, need * sizeof *rb) : NULL;
+	if (tc)
+		ctx->tier_trace_count = tc;
+	if (rb)
+		ctx->tier_recall_buf = rb;
+	if (!tc || !rb)
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the router trace");
+	/* tail room: the chunk on top of what is there */
+	for (int l = 0; l < t->n_layer; l++) {
+		tier_layer *L = &t->layers[l];
+		if (L->n_tail + n > L->cap_tail) {
+			int cap = L->n_tail + n + t->params.window + 2 * max_gsize;
+			float *tk = realloc(L->tail_k, (size_t)cap * H * t->head_dim * sizeof *tk);
+			if (tk)
+				L->tail_k = tk;
+			float *tv = tk ? realloc(L->tail_v, (size_t)cap * H * t->head_dim * sizeof *tv) : NULL;
+			if (tv)
+				L->tail_v = tv;
+			int32_t *tp = tv ? realloc(L->tail_pos, (size_t)cap * sizeof *tp) : NULL;
+			if (tp)
+				L->tail_pos = tp;
+			if (!tp)
+				return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the decode tail");
+			L->cap_tail = cap;
+		}
+	}
+	return tiers_rope_reserve(t, t->n_tokens + n);
+}
+
+/* Drops the oldest `count` rows of a layer's tail. */
+static void tail_drop(const struct hsq_tiers *t, tier_layer *L, int count)
+{
+	size_t kvw = (size_t)t->n_head_kv * t->head_dim;
+	int left = L->n_tail - count;
+	memmove(L->tail_k, L->tail_k + (size_t)count * kvw, (size_t)left * kvw * sizeof *L->tail_k);
+	memmove(L->tail_v, L->tail_v + (size_t)count * kvw, (size_t)left * kvw * sizeof *L->tail_v);
+	memmove(L->tail_pos, L->tail_pos + count, (size_t)left * sizeof *L->tail_pos);
+	L->n_tail = left;
+}
+
+/* Encodes the oldest m tail rows of head g (K brought back before RoPE). */
+static hsq_status encode_tail(const struct hsq_tiers *t, const tier_layer *L, int g, int m, float *kbuf,
+			      uint8_t *codes, uint8_t *sum)
+{
+	hsq_status st;
+	int hd = t->head_dim;
+	size_t kvw = (size_t)t->n_head_kv * hd;
+	float mk[HSQ_CODEC_MAX_DIM], mv[HSQ_CODEC_MAX_DIM];
+	memset(mk, 0, sizeof mk);
+	memset(mv, 0, sizeof mv);
+	for (int i = 0; i < m; i++) {
+		const float *kr = L->tail_k + i * kvw + (size_t)g * hd, *vr = L->tail_v + i * kvw + (size_t)g * hd;
+		for (int d = 0; d < hd; d++) {
+			mk[d] += kr[d] / (float)m;
+			mv[d] += vr[d] / (float)m;
+		}
+		memcpy(kbuf, kr, (size_t)hd * sizeof *kbuf);
+		tiers_rope_rows(t, &t->rope[L->rope_table], kbuf, &L->tail_pos[i], 1, -1);
+		if ((st = tiers_encode_token(t, &L->heads[g], kbuf, vr, codes + (size_t)i * tier_code4_pair(t))))
+			return st;
+	}
+	if (sum && ((st = hsq_codec_encode(t->c3, mk, 1, sum)) || (st = hsq_codec_encode(t->c3, mv, 1, sum + t->code3))))
+		return st;
+	return HSQ_OK;
+}
+
+hsq_status tiers_compact(struct hsq_tiers *t)
+{
+	hsq_status st;
+	int keep = t->params.window, gs = t->params.group_size;
+	float kbuf[HSQ_CODEC_MAX_DIM];
+	uint8_t sum[2 * 4 * HSQ_CODEC_MAX_DIM];
+	uint8_t codes[16 * 2 * (4 * HSQ_CODEC_MAX_DIM / 8 + 8)];
+	for (int l = 0; l < t->n_layer; l++) {
+		tier_layer *L = &t->layers[l];
+		if (L->n_tail == 0)
+			continue;
+		if (L->window) {
+			/* sliding layer: rows older than the window are never read again */
+			int last = L->tail_pos[L->n_tail - 1], drop = 0;
+			while (drop < L->n_tail && L->tail_pos[drop] <= last - L->window)
+				drop++;
+			if (drop)
+				tail_drop(t, L, drop);
+			continue;
+		}
+		if (t->mode == HSQ_MODE_HSQ) {
+			while (L->n_tail - keep >= gs) {
+				for (int g = 0; g < t->n_head_kv; g++) {
+					if ((st = encode_tail(t, L, g, gs, kbuf, codes, sum)) ||
+					    (st = tiers_head_add_group(t, &L->heads[g], gs, L->tail_pos, codes, sum,
+								       HSQ_GROUP_LOW)))
+						return st;
+				}
+				tail_drop(t, L, gs);
+			}
+		} else if (t->mode == HSQ_MODE_QUANT) {
+			while (L->n_tail > keep) {
+				int m = L->n_tail - keep < 16 ? L->n_tail - keep : 16;
+				for (int g = 0; g < t->n_head_kv; g++)
+					if ((st = encode_tail(t, L, g, m, kbuf, codes, NULL)) ||
+					    (st = tiers_head_add_l1(t, l, &L->heads[g], m, L->tail_pos, codes)))
+						return st;
+				tail_drop(t, L, m);
+			}
+		}
+		/* streaming and snapkv keep every generated token, as SnapKV does */
+	}
+	return HSQ_OK;
+}

@@ -1,0 +1,349 @@
+/* tiers_io.c - the tier sections of a snapshot (hsq-snapshot(5), format
+ * 1.1): "tiers" (configuration), "l1", "l2" (contiguous, 64-byte aligned
+ * arrays a device backend loads with one copy each), "l3.index" and "l3"
+ * (one zstd frame per layer and KV head, each with its own CRC32C, so one
+ * head's archive can be read without the rest).
+ *
+ * Readers treat every byte as hostile: counts, offsets, positions, group
+ * bounds and code norms are all checked before anything is used. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "crc32c.h"
+#include "error.h"
+#include "fp16.h"
+#include "le.h"
+#include "tiers.h"
+#include "tiers_io.h"
+
+static uint64_t align64(uint64_t v) { return (v + 63) & ~(uint64_t)63; }
+
+const char *const tier_section_names[TIER_N_SECTIONS] = { "tiers", "l1", "l2", "l3.index", "l3" };
+
+void tier_blobs_free(tier_blob *b)
+{
+	for (int i = 0; i < TIER_N_SECTIONS; i++) {
+		free(b[i].data);
+		b[i].data = NULL;
+		b[i].size = 0;
+	}
+}
+
+static void put_name(uint8_t *dst, const char *s)
+{
+	memset(dst, 0, 32);
+	size_t n = strlen(s);
+	memcpy(dst, s, n < 31 ? n : 31);
+}
+
+hsq_status tiers_serialize(const struct hsq_tiers *t, int zstd_level, tier_blob *b)
+{
+	hsq_status st = HSQ_OK;
+	int L = t->n_layer, H = t->n_head_kv, n_heads = L * H;
+	size_t c4 = tier_code4_pair(t), c3 = tier_code3_pair(t);
+	ZSTD_CCtx *cctx = NULL;
+	uint8_t *frame = NULL;
+	memset(b, 0, TIER_N_SECTIONS * sizeof *b);
+
+	/* tiers: the configuration */
+	b[0].size = TIER_CFG_SIZE;
+	if (!(b[0].data = calloc(1, TIER_CFG_SIZE)))
+		goto nomem;
+	uint8_t *c = b[0].data;
+	const hsq_tier_params *p = &t->params;
+	put_u32(c + TC_MODE, (uint32_t)t->mode);
+	put_u32(c + TC_SINKS, (uint32_t)p->sinks);
+	put_u32(c + TC_WINDOW, (uint32_t)p->window);
+	put_f32(c + TC_L1_FRACTION, p->l1_fraction);
+	put_u32(c + TC_GROUP_SIZE, (uint32_t)p->group_size);
+	put_f32(c + TC_MEDIUM_FRACTION, p->medium_fraction);
+	put_u32(c + TC_OBS_WINDOW, (uint32_t)p->obs_window);
+	put_u32(c + TC_READER, (uint32_t)p->reader);
+	put_u32(c + TC_COMPRESSOR, (uint32_t)p->compressor);
+	put_u32(c + TC_KEEP, (uint32_t)p->keep);
+	put_u64(c + TC_SEED, p->seed);
+	put_u32(c + TC_CODEC, HSQ_CODEC_TQ);
+	put_u32(c + TC_BITS_L1L3, 4);
+	put_u32(c + TC_BITS_L2, 3);
+	put_u32(c + TC_CODE4, (uint32_t)t->code4);
+	put_u32(c + TC_CODE3, (uint32_t)t->code3);
+	put_u32(c + TC_N_LAYER, (uint32_t)L);
+	put_u32(c + TC_N_HEAD_KV, (uint32_t)H);
+	put_u32(c + TC_HEAD_DIM, (uint32_t)t->head_dim);
+	put_name(c + TC_READER_NAME, hsq_reader_name(p->reader));
+	put_name(c + TC_COMPRESSOR_NAME, hsq_compressor_name(p->compressor));
+
+	/* l1 and l2: table of 16-byte entries, then one aligned block per head */
+	uint64_t s1 = align64((uint64_t)n_heads * 16), s2 = s1;
+	for (int i = 0; i < n_heads; i++) {
+		const tier_head *h = &t->layers[i / H].heads[i % H];
+		s1 += align64((uint64_t)h->n_l1 * 4) + align64((uint64_t)h->n_l1 * c4);
+		s2 += align64((uint64_t)(h->n_group + 1) * 4) + align64((uint64_t)h->n_group) +
+		      align64((uint64_t)h->n_group * c3);
+	}
+	b[1].size = s1;
+	b[2].size = s2;
+	b[3].size = (uint64_t)n_heads * 32;
+	if (!(b[1].data = calloc(1, s1)) || !(b[2].data = calloc(1, s2)) || !(b[3].data = calloc(1, b[3].size)))
+		goto nomem;
+	uint64_t o1 = align64((uint64_t)n_heads * 16), o2 = o1, l3_total = 0;
+	size_t max_frame = 0;
+	for (int i = 0; i < n_heads; i++) {
+		const tier_head *h = &t->layers[i / H].heads[i % H];
+		uint8_t *e1 = b[1].data + (size_t)i * 16, *e2 = b[2].data + (size_t)i * 16;
+		put_u32(e1, (uint32_t)h->n_l1);
+		put_u64(e1 + 8, o1);
+		for (int k = 0; k < h->n_l1; k++)
+			put_u32(b[1].data + o1 + 4 * (size_t)k, (uint32_t)h->l1_pos[k]);
+		o1 += align64((uint64_t)h->n_l1 * 4);
+		if (h->n_l1)
+			memcpy(b[1].data + o1, h->l1_code, (size_t)h->n_l1 * c4);
+		o1 += align64((uint64_t)h->n_l1 * c4);
+
+		put_u32(e2, (uint32_t)h->n_group);
+		put_u32(e2 + 4, (uint32_t)h->n_l3);
+		put_u64(e2 + 8, o2);
+		for (int g = 0; g <= h->n_group; g++)
+			put_u32(b[2].data + o2 + 4 * (size_t)g, h->n_group ? (uint32_t)h->g_start[g] : 0);
+		o2 += align64((uint64_t)(h->n_group + 1) * 4);
+		if (h->n_group)
+			memcpy(b[2].data + o2, h->g_class, (size_t)h->n_group);
+		o2 += align64((uint64_t)h->n_group);
+		if (h->n_group)
+			memcpy(b[2].data + o2, h->sum_code, (size_t)h->n_group * c3);
+		o2 += align64((uint64_t)h->n_group * c3);
+		size_t raw = (size_t)h->n_l3 * (4 + c4);
+		max_frame = raw > max_frame ? raw : max_frame;
+		l3_total += ZSTD_compressBound(raw);
+	}
+
+	/* l3: one zstd frame per head: positions (i32) then codes */
+	if (!(b[4].data = malloc(l3_total ? l3_total : 1)) || !(frame = malloc(max_frame ? max_frame : 1)) ||
+	    !(cctx = ZSTD_createCCtx()))
+		goto nomem;
+	size_t zr = ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, zstd_level);
+	if (!ZSTD_isError(zr))
+		zr = ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+	if (ZSTD_isError(zr)) {
+		st = hsq_fail(HSQ_ERR_INTERNAL, "zstd refused its parameters (%s); please report", ZSTD_getErrorName(zr));
+		goto fail;
+	}
+	uint64_t off = 0;
+	for (int i = 0; i < n_heads; i++) {
+		const tier_head *h = &t->layers[i / H].heads[i % H];
+		size_t raw = (size_t)h->n_l3 * (4 + c4);
+		for (int k = 0; k < h->n_l3; k++)
+			put_u32(frame + 4 * (size_t)k, (uint32_t)h->l3_pos[k]);
+		if (h->n_l3)
+			memcpy(frame + 4 * (size_t)h->n_l3, h->l3_code, (size_t)h->n_l3 * c4);
+		size_t z = ZSTD_compress2(cctx, b[4].data + off, l3_total - off, frame, raw);
+		if (ZSTD_isError(z)) {
+			st = hsq_fail(HSQ_ERR_INTERNAL, "zstd failed on the archive of layer %d head %d (%s); please report",
+				      i / H, i % H, ZSTD_getErrorName(z));
+			goto fail;
+		}
+		uint8_t *e = b[3].data + (size_t)i * 32;
+		put_u64(e, off);
+		put_u64(e + 8, z);
+		put_u64(e + 16, raw);
+		put_u32(e + 24, (uint32_t)h->n_l3);
+		put_u32(e + 28, crc32c_update(0, b[4].data + off, z));
+		off += z;
+	}
+	b[4].size = off;
+	goto fail; /* success: only the scratch goes */
+nomem:
+	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory writing the tiers");
+fail:
+	if (st)
+		tier_blobs_free(b);
+	ZSTD_freeCCtx(cctx);
+	free(frame);
+	return st;
+}
+
+hsq_status tiers_read_config(const char *path, const uint8_t *c, uint64_t size, int n_layer, int n_head_kv,
+			     int head_dim, hsq_snapshot_mode *mode, hsq_tier_params *p)
+{
+	if (size < TIER_CFG_SIZE)
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'tiers' is %llu bytes, shorter than %d; the file is damaged",
+				path, (unsigned long long)size, TIER_CFG_SIZE);
+	*mode = (hsq_snapshot_mode)get_u32(c + TC_MODE);
+	memset(p, 0, sizeof *p);
+	p->sinks = (int)get_u32(c + TC_SINKS);
+	p->window = (int)get_u32(c + TC_WINDOW);
+	p->l1_fraction = get_f32(c + TC_L1_FRACTION);
+	p->group_size = (int)get_u32(c + TC_GROUP_SIZE);
+	p->medium_fraction = get_f32(c + TC_MEDIUM_FRACTION);
+	p->obs_window = (int)get_u32(c + TC_OBS_WINDOW);
+	p->reader = (hsq_reader_kind)get_u32(c + TC_READER);
+	p->compressor = (hsq_compressor_kind)get_u32(c + TC_COMPRESSOR);
+	p->keep = (int)get_u32(c + TC_KEEP);
+	p->seed = get_u64(c + TC_SEED);
+	if (get_u32(c + TC_CODEC) != HSQ_CODEC_TQ || get_u32(c + TC_BITS_L1L3) != 4 || get_u32(c + TC_BITS_L2) != 3)
+		return hsq_fail(HSQ_ERR_UNSUPPORTED,
+				"%s: tiers use codec %u at %u/%u bits, which this hsq %s does not read (tq at 4/3); upgrade hsq",
+				path, get_u32(c + TC_CODEC), get_u32(c + TC_BITS_L1L3), get_u32(c + TC_BITS_L2),
+				hsq_version());
+	if (get_u32(c + TC_N_LAYER) != (uint32_t)n_layer || get_u32(c + TC_N_HEAD_KV) != (uint32_t)n_head_kv ||
+	    get_u32(c + TC_HEAD_DIM) != (uint32_t)head_dim)
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'tiers' describes %u layers x %u heads x %u, not the snapshot's %d x %d x %d; the file is damaged",
+				path, get_u32(c + TC_N_LAYER), get_u32(c + TC_N_HEAD_KV), get_u32(c + TC_HEAD_DIM), n_layer,
+				n_head_kv, head_dim);
+	return HSQ_OK;
+}
+
+/* Checks that [off, off + n) lies inside a section of `size` bytes. */
+static int inside(uint64_t off, uint64_t n, uint64_t size) { return off <= size && n <= size - off; }
+
+/* The fp16 norm at the start of every code must be finite (a damaged norm
+ * would poison every attention it enters). */
+static int codes_finite(const uint8_t *codes, size_t n, size_t code_bytes)
+{
+	for (size_t i = 0; i < n; i++) {
+		float f = hsq_f16_to_f32(get_u16(codes + i * code_bytes));
+		if (!isfinite(f))
+			return 0;
+	}
+	return 1;
+}
+
+hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_blob *b, int n_tokens)
+{
+	hsq_status st = HSQ_OK;
+	int L = t->n_layer, H = t->n_head_kv, n_heads = L * H;
+	size_t c4 = tier_code4_pair(t), c3 = tier_code3_pair(t);
+	uint8_t *frame = NULL;
+	ZSTD_DCtx *dctx = NULL;
+	if (get_u32(b[0].data + TC_CODE4) != t->code4 || get_u32(b[0].data + TC_CODE3) != t->code3)
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: code sizes %u/%u in section 'tiers' disagree with the codec (%zu/%zu); the file is damaged",
+				path, get_u32(b[0].data + TC_CODE4), get_u32(b[0].data + TC_CODE3), t->code4, t->code3);
+	if (!inside(0, (uint64_t)n_heads * 16, b[1].size) || !inside(0, (uint64_t)n_heads * 16, b[2].size) ||
+	    b[3].size != (uint64_t)n_heads * 32)
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: tier tables are shorter than %d heads need; the file is damaged", path,
+				n_heads);
+	if (!(dctx = ZSTD_createDCtx()))
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory reading %s", path);
+	for (int i = 0; i < n_heads; i++) {
+		int l = i / H;
+		tier_head *h = &t->layers[l].heads[i % H];
+		const uint8_t *e1 = b[1].data + (size_t)i * 16, *e2 = b[2].data + (size_t)i * 16;
+		const uint8_t *e3 = b[3].data + (size_t)i * 32;
+		uint64_t n1 = get_u32(e1), o1 = get_u64(e1 + 8);
+		uint64_t ng = get_u32(e2), n3 = get_u32(e2 + 4), o2 = get_u64(e2 + 8);
+		if (n1 > (uint64_t)n_tokens || n3 > (uint64_t)n_tokens || ng > n3 || n1 + n3 > (uint64_t)n_tokens ||
+		    !inside(o1, align64(n1 * 4) + n1 * c4, b[1].size) ||
+		    !inside(o2, align64((ng + 1) * 4) + align64(ng) + ng * c3, b[2].size) || get_u32(e3 + 24) != n3) {
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: tier counts of layer %d head %d (%llu L1, %llu groups, %llu archived of %d tokens) do not fit; the file is damaged",
+				      path, l, i % H, (unsigned long long)n1, (unsigned long long)ng,
+				      (unsigned long long)n3, n_tokens);
+			goto fail;
+		}
+		/* L1 */
+		const uint8_t *pos1 = b[1].data + o1, *codes1 = pos1 + align64(n1 * 4);
+		int32_t *pos = malloc((size_t)(n1 > n3 ? n1 : n3) * 4 + 4);
+		if (!pos)
+			goto nomem;
+		for (uint64_t k = 0; k < n1; k++) {
+			uint32_t v = get_u32(pos1 + 4 * k);
+			if (v >= (uint32_t)n_tokens || (k && v <= (uint32_t)pos[k - 1])) {
+				free(pos);
+				st = hsq_fail(HSQ_ERR_FORMAT, "%s: L1 position %u of layer %d head %d is out of order or past the %d tokens; the file is damaged",
+					      path, v, l, i % H, n_tokens);
+				goto fail;
+			}
+			pos[k] = (int32_t)v;
+		}
+		if (!codes_finite(codes1, 2 * n1, t->code4)) {
+			free(pos);
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: an L1 code of layer %d head %d has a non-finite norm; the file is damaged",
+				      path, l, i % H);
+			goto fail;
+		}
+		st = tiers_head_add_l1(t, l, h, (int)n1, pos, codes1);
+		free(pos);
+		if (st)
+			goto fail;
+		if (ng == 0 && n3 == 0)
+			continue;
+		if (t->layers[l].window || t->mode != HSQ_MODE_HSQ || ng == 0) {
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: layer %d head %d has groups where mode %s allows none; the file is damaged",
+				      path, l, i % H, hsq_mode_name(t->mode));
+			goto fail;
+		}
+		/* L2 group table */
+		const uint8_t *gs = b[2].data + o2, *cls = gs + align64((ng + 1) * 4), *codes2 = cls + align64(ng);
+		if (get_u32(gs) != 0 || get_u32(gs + 4 * ng) != n3) {
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: group table of layer %d head %d does not span its %llu archived tokens; the file is damaged",
+				      path, l, i % H, (unsigned long long)n3);
+			goto fail;
+		}
+		for (uint64_t g = 0; g < ng; g++) {
+			uint32_t a = get_u32(gs + 4 * g), z = get_u32(gs + 4 * (g + 1));
+			if (z <= a || z - a > (uint32_t)t->params.group_size || cls[g] > HSQ_GROUP_MEDIUM) {
+				st = hsq_fail(HSQ_ERR_FORMAT, "%s: group %llu of layer %d head %d is malformed (tokens %u..%u, class %u); the file is damaged",
+					      path, (unsigned long long)g, l, i % H, a, z, cls[g]);
+				goto fail;
+			}
+		}
+		if (!codes_finite(codes2, 2 * ng, t->code3)) {
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: an L2 summary of layer %d head %d has a non-finite norm; the file is damaged",
+				      path, l, i % H);
+			goto fail;
+		}
+		/* L3 frame */
+		uint64_t off = get_u64(e3), stored = get_u64(e3 + 8), raw = get_u64(e3 + 16);
+		if (!inside(off, stored, b[4].size) || raw != n3 * (4 + c4)) {
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: archive frame of layer %d head %d lies outside section 'l3' or has the wrong size; the file is damaged",
+				      path, l, i % H);
+			goto fail;
+		}
+		if (crc32c_update(0, b[4].data + off, stored) != get_u32(e3 + 28)) {
+			st = hsq_fail(HSQ_ERR_CHECKSUM, "%s: archive frame of layer %d head %d is damaged (crc32c mismatch); re-create the snapshot with hsq-prefill",
+				      path, l, i % H);
+			goto fail;
+		}
+		free(frame);
+		if (!(frame = malloc(raw)))
+			goto nomem;
+		size_t got = ZSTD_decompressDCtx(dctx, frame, raw, b[4].data + off, stored);
+		if (ZSTD_isError(got) || got != raw) {
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: archive frame of layer %d head %d does not decompress to %llu bytes (%s); the file is damaged",
+				      path, l, i % H, (unsigned long long)raw,
+				      ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short");
+			goto fail;
+		}
+		const uint8_t *codes3 = frame + 4 * n3;
+		if (!codes_finite(codes3, 2 * n3, t->code4)) {
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: an archived code of layer %d head %d has a non-finite norm; the file is damaged",
+				      path, l, i % H);
+			goto fail;
+		}
+		int32_t gpos[16];
+		for (uint64_t g = 0; g < ng; g++) {
+			uint32_t a = get_u32(gs + 4 * g), z = get_u32(gs + 4 * (g + 1));
+			for (uint32_t k = a; k < z; k++) {
+				uint32_t v = get_u32(frame + 4 * (size_t)k);
+				if (v >= (uint32_t)n_tokens) {
+					st = hsq_fail(HSQ_ERR_FORMAT, "%s: archived position %u of layer %d head %d is past the %d tokens; the file is damaged",
+						      path, v, l, i % H, n_tokens);
+					goto fail;
+				}
+				gpos[k - a] = (int32_t)v;
+			}
+			if ((st = tiers_head_add_group(t, h, (int)(z - a), gpos, codes3 + (size_t)a * c4,
+						       codes2 + (size_t)g * c3, cls[g])))
+				goto fail;
+		}
+	}
+	t->n_tokens = n_tokens;
+	goto fail;
+nomem:
+	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory reading the tiers of %s", path);
+fail:
+	free(frame);
+	ZSTD_freeDCtx(dctx);
+	return st;
+}

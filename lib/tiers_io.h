@@ -1,0 +1,54 @@
+/* tiers_io.h - tier sections of a snapshot (internal); the normative
+ * layout is hsq-snapshot(5), format 1.1. */
+#ifndef HSQ_TIERS_IO_H
+#define HSQ_TIERS_IO_H
+
+#include <stdint.h>
+
+#include "hsq.h"
+
+struct hsq_tiers;
+
+#define TIER_N_SECTIONS 5 /* tiers, l1, l2, l3.index, l3 */
+extern const char *const tier_section_names[TIER_N_SECTIONS];
+
+typedef struct tier_blob {
+	uint8_t *data;  /* malloc'ed section bytes as stored */
+	uint64_t size;  /* bytes */
+} tier_blob;
+
+/* Section "tiers": 256 bytes, little-endian. */
+#define TIER_CFG_SIZE 256
+#define TC_MODE 0               /* u32, hsq_snapshot_mode */
+#define TC_SINKS 4              /* u32 */
+#define TC_WINDOW 8             /* u32 */
+#define TC_L1_FRACTION 12       /* f32 */
+#define TC_GROUP_SIZE 16        /* u32, 8 or 16 */
+#define TC_MEDIUM_FRACTION 20   /* f32 */
+#define TC_OBS_WINDOW 24        /* u32 */
+#define TC_READER 28            /* u32, hsq_reader_kind */
+#define TC_COMPRESSOR 32        /* u32, hsq_compressor_kind */
+#define TC_KEEP 36              /* u32 */
+#define TC_SEED 40              /* u64, TQ seed: L1/L3 codec seed, L2 codec seed + 1 */
+#define TC_CODEC 48             /* u32, hsq_codec_kind (2 = tq) */
+#define TC_BITS_L1L3 52         /* u32, 4 */
+#define TC_BITS_L2 56           /* u32, 3 */
+#define TC_CODE4 60             /* u32, bytes of one 4-bit code */
+#define TC_CODE3 64             /* u32, bytes of one 3-bit code */
+#define TC_N_LAYER 68           /* u32 */
+#define TC_N_HEAD_KV 72         /* u32 */
+#define TC_HEAD_DIM 76          /* u32 */
+#define TC_READER_NAME 80       /* char[32], NUL-padded */
+#define TC_COMPRESSOR_NAME 112  /* char[32], NUL-padded */
+/* 144..255 reserved, 0 */
+
+/* Builds the five sections (blobs[i] named tier_section_names[i]). */
+hsq_status tiers_serialize(const struct hsq_tiers *t, int zstd_level, tier_blob *blobs);
+void tier_blobs_free(tier_blob *blobs);
+/* Reads mode and parameters from section "tiers", checking the shape. */
+hsq_status tiers_read_config(const char *path, const uint8_t *cfg, uint64_t size, int n_layer, int n_head_kv,
+			     int head_dim, hsq_snapshot_mode *mode, hsq_tier_params *params);
+/* Fills an empty t (made by tiers_new with that mode and parameters). */
+hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_blob *blobs, int n_tokens);
+
+#endif

@@ -19,7 +19,7 @@
  *           the hsq and full snapshots and their load times against the
  *           prefill they replace.
  * Options through the environment: HSQ_Q_MODES (default "full quant hsq"),
- * HSQ_Q_BUDGET (tokens, default the library's), HSQ_Q_READER / _COMPRESSOR
+ * HSQ_Q_BUDGET (tokens; unset: the library's default), HSQ_Q_READER / _COMPRESSOR
  * / _GROUP / _L1 / _WINDOW to try alternatives. */
 #include <math.h>
 #include <stdio.h>
@@ -171,7 +171,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int total = n_ctx + (n_cont > n_gen ? n_cont : n_gen);
-	hsq_context_params cp = { total + 16, threads, 512 };
+	if (total > mi.n_ctx_train) {
+		fprintf(stderr, "tiers_quality: %d context + %d continuation tokens exceed the model's %d\n", n_ctx,
+			total - n_ctx, mi.n_ctx_train);
+		return 2;
+	}
+	hsq_context_params cp = { total, threads, 512 };
 	size_t V = (size_t)mi.n_vocab;
 	float *logits = malloc(V * PPL_CHUNK * sizeof *logits);
 	hsq_token *gen = malloc((size_t)n_gen * sizeof *gen);

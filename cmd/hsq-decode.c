@@ -30,7 +30,7 @@ static const cli_option options[] = {
 	{ "chat", 0, NULL, "wrap the prompt in the model's chat template", OPT_CHAT },
 	{ "system", 0, "TEXT", "system message for --chat (default: the template's)", OPT_SYSTEM },
 	{ "ignore-eos", 0, NULL, "keep generating past end-of-sequence tokens", OPT_IGNORE_EOS },
-	{ "budget", 0, "N", "hsq snapshots: tokens per KV head fetched from L3 each step; 'all' or 0 = default (n/8, >= 256)", OPT_BUDGET },
+	{ "budget", 0, "N", "hsq snapshots: tokens per KV head fetched from L3 each step; 0 = none, 'all', 'default' (n/4, >= 256)", OPT_BUDGET },
 	{ "trace", 0, "FILE", "hsq snapshots: record router hits (position, layer, head, groups) to FILE", OPT_TRACE },
 	{ "verbose", 'v', NULL, "print timings to standard error", 'v' },
 	{ 0 },
@@ -92,7 +92,9 @@ int main(int argc, char **argv)
 		case OPT_SYSTEM: system = optarg; break;
 		case OPT_IGNORE_EOS: ignore_eos = 1; break;
 		case OPT_BUDGET:
-			budget = !strcmp(optarg, "all") ? -1 : (int)cli_long(PROG, "--budget", optarg, 0, 1 << 24);
+			budget = !strcmp(optarg, "all")	      ? HSQ_BUDGET_ALL
+				 : !strcmp(optarg, "default") ? HSQ_BUDGET_DEFAULT
+							      : (int)cli_long(PROG, "--budget", optarg, 0, 1 << 24);
 			budget_given = 1;
 			break;
 		case OPT_TRACE: trace_path = optarg; break;

@@ -44,9 +44,9 @@ const hsq_tier_params *hsq_context_tier_params(const hsq_context *ctx)
 
 hsq_status hsq_context_set_budget(hsq_context *ctx, int budget)
 {
-	if (budget < -1)
-		return hsq_fail(HSQ_ERR_INVALID_ARG, "budget %d is out of range; use -1 (every group), 0 (default) or a token count",
-				budget);
+	if (budget < HSQ_BUDGET_DEFAULT)
+		return hsq_fail(HSQ_ERR_INVALID_ARG,
+				"budget %d is out of range; use a token count, HSQ_BUDGET_ALL or HSQ_BUDGET_DEFAULT", budget);
 	if (!ctx->tiers || ctx->tiers->mode != HSQ_MODE_HSQ)
 		return hsq_fail(HSQ_ERR_INVALID_ARG, "a routing budget needs an hsq context; this one is %s",
 				hsq_mode_name(hsq_context_mode(ctx)));
@@ -59,7 +59,9 @@ int hsq_context_budget(const hsq_context *ctx)
 	const struct hsq_tiers *t = ctx->tiers;
 	if (!t || t->mode != HSQ_MODE_HSQ)
 		return 0;
-	return t->budget < 0 ? INT32_MAX : t->budget > 0 ? t->budget : tiers_default_budget(t->n_tokens);
+	return t->budget == HSQ_BUDGET_ALL ? INT32_MAX
+	       : t->budget == HSQ_BUDGET_DEFAULT ? tiers_default_budget(t->n_tokens)
+						 : t->budget;
 }
 
 void hsq_context_set_trace(hsq_context *ctx, hsq_trace_fn fn, void *user)

@@ -211,11 +211,16 @@ hsq_snapshot_mode hsq_context_mode(const hsq_context *ctx);
 const hsq_tier_params *hsq_context_tier_params(const hsq_context *ctx);
 
 /* Routing budget: tokens per KV head the router fetches from L3 at each
- * step; 0 = the default (hsq_default_budget of the context length), -1 =
- * every group (the reversibility check). */
+ * step. 0 fetches nothing (only L1, the summaries and the tail are
+ * attended); HSQ_BUDGET_ALL fetches every group (the reversibility check:
+ * decoding then equals mode quant up to summation order);
+ * HSQ_BUDGET_DEFAULT (the initial value) is hsq_default_budget of the
+ * context length, re-evaluated as the context grows. */
+#define HSQ_BUDGET_ALL (-1)
+#define HSQ_BUDGET_DEFAULT (-2)
 hsq_status hsq_context_set_budget(hsq_context *ctx, int budget);
 int hsq_context_budget(const hsq_context *ctx); /* in effect now, tokens */
-/* Default budget at n context tokens: n / 8 rounded up to 16, at least 256. */
+/* Default budget at n context tokens: n / 4 rounded up to 16, at least 256. */
 int hsq_default_budget(int n_tokens);
 
 /* Router trace: called for every token, layer and KV head of an hsq
@@ -310,6 +315,33 @@ hsq_status hsq_snapshot_inspect(const char *path, int verify, hsq_snapshot_info 
 /* The snapshot's tokens (malloc'ed, hsq_free; checksum-verified, each id
  * checked against the vocabulary). Needs no model. */
 hsq_status hsq_snapshot_read_tokens(const char *path, hsq_token **tokens, size_t *n);
+
+/* The tier layout of a compressed snapshot (modes quant..snapkv), for
+ * hsq-inspect. Needs no model; every section is checksum-verified. */
+typedef struct hsq_tier_head_info {
+	int layer, head;
+	int window;                /* sliding window of the layer, 0 = global */
+	int n_l1, n_group, n_medium, n_l3;
+	uint64_t l1_bytes;         /* codes + positions */
+	uint64_t l2_bytes;         /* summary codes + group table */
+	uint64_t l3_bytes;         /* codes + positions, before zstd */
+	uint64_t l3_stored;        /* the head's zstd frame in the file */
+	int32_t *l1_pos;           /* [n_l1] positions */
+	int32_t *g_first, *g_last; /* [n_group] first and last position of each group */
+	uint8_t *g_class;          /* [n_group] HSQ_GROUP_LOW / HSQ_GROUP_MEDIUM */
+} hsq_tier_head_info;
+
+typedef struct hsq_tier_map {
+	hsq_snapshot_mode mode;
+	hsq_tier_params params;
+	char reader[32], compressor[32]; /* names recorded by the writer */
+	int n_layer, n_head_kv, head_dim, n_tokens;
+	uint64_t fp16_kv_bytes;    /* the same context at fp16 (sliding layers: their window) */
+	hsq_tier_head_info *heads; /* [n_layer * n_head_kv], layer-major */
+} hsq_tier_map;
+
+hsq_status hsq_snapshot_read_tiers(const char *path, hsq_tier_map **out);
+void hsq_tier_map_free(hsq_tier_map *map);
 
 /* ------------------------------------------------ KV codecs and evaluation */
 /*

@@ -945,6 +945,142 @@ done:
 	return st;
 }
 
+void hsq_tier_map_free(hsq_tier_map *map)
+{
+	if (!map)
+		return;
+	if (map->heads)
+		for (int i = 0; i < map->n_layer * map->n_head_kv; i++) {
+			free(map->heads[i].l1_pos);
+			free(map->heads[i].g_first);
+			free(map->heads[i].g_last);
+			free(map->heads[i].g_class);
+		}
+	free(map->heads);
+	free(map);
+}
+
+hsq_status hsq_snapshot_read_tiers(const char *path, hsq_tier_map **out)
+{
+	snap_reader r;
+	hsq_status st;
+	hsq_tier_map *map = NULL;
+	tier_blob b[TIER_N_SECTIONS];
+	uint8_t *frame = NULL;
+	ZSTD_DCtx *dctx = NULL;
+	memset(b, 0, sizeof b);
+	*out = NULL;
+	if ((st = reader_open(&r, path)))
+		return st;
+	if (r.mode < HSQ_MODE_QUANT || r.mode > HSQ_MODE_SNAPKV) {
+		st = hsq_fail(HSQ_ERR_INVALID_ARG, "%s is a %s snapshot: it has no tiers", path,
+			      hsq_mode_name((hsq_snapshot_mode)r.mode));
+		goto done;
+	}
+	for (int i = 0; i < TIER_N_SECTIONS; i++) {
+		const snap_section *s = find_section(&r, tier_section_names[i]);
+		if (!s) {
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: no '%s' section; the file is damaged", path, tier_section_names[i]);
+			goto done;
+		}
+		if ((st = check_encoding(&r, s)) || (st = read_small_section(&r, s, r.file_size, &b[i].data)))
+			goto done;
+		b[i].size = s->raw;
+	}
+	const snap_meta *m = &r.meta;
+	if (!(map = calloc(1, sizeof *map)) || !(map->heads = calloc((size_t)m->n_layer * m->n_head_kv, sizeof *map->heads)) ||
+	    !(dctx = ZSTD_createDCtx())) {
+		st = hsq_fail(HSQ_ERR_NOMEM, "out of memory reading %s", path);
+		goto done;
+	}
+	map->n_layer = (int)m->n_layer;
+	map->n_head_kv = (int)m->n_head_kv;
+	map->head_dim = (int)m->head_dim;
+	map->n_tokens = (int)m->n_tokens;
+	if ((st = tiers_read_config(path, b[0].data, b[0].size, map->n_layer, map->n_head_kv, map->head_dim, &map->mode,
+				    &map->params)))
+		goto done;
+	copy_printable(map->reader, sizeof map->reader, b[0].data + TC_READER_NAME, 32);
+	copy_printable(map->compressor, sizeof map->compressor, b[0].data + TC_COMPRESSOR_NAME, 32);
+	uint64_t c4 = 2 * (uint64_t)get_u32(b[0].data + TC_CODE4), c3 = 2 * (uint64_t)get_u32(b[0].data + TC_CODE3);
+	int n_heads = map->n_layer * map->n_head_kv, n = map->n_tokens;
+	if (b[1].size < (uint64_t)n_heads * 16 || b[2].size < (uint64_t)n_heads * 16 || b[3].size != (uint64_t)n_heads * 32 ||
+	    c4 > 4096 || c3 > 4096) {
+		st = hsq_fail(HSQ_ERR_FORMAT, "%s: tier tables are too short for %d heads; the file is damaged", path, n_heads);
+		goto done;
+	}
+	for (int i = 0; i < n_heads; i++) {
+		hsq_tier_head_info *h = &map->heads[i];
+		const uint8_t *e1 = b[1].data + (size_t)i * 16, *e2 = b[2].data + (size_t)i * 16, *e3 = b[3].data + (size_t)i * 32;
+		uint64_t n1 = get_u32(e1), o1 = get_u64(e1 + 8), ng = get_u32(e2), n3 = get_u32(e2 + 4), o2 = get_u64(e2 + 8);
+		uint64_t off = get_u64(e3), stored = get_u64(e3 + 8), raw = get_u64(e3 + 16);
+		h->layer = i / map->n_head_kv;
+		h->head = i % map->n_head_kv;
+		h->window = (int)get_u32(e1 + 4);
+		if (n1 > (uint64_t)n || n3 > (uint64_t)n || ng > n3 || o1 > b[1].size || n1 * 4 > b[1].size - o1 ||
+		    o2 > b[2].size || (ng + 1) * 4 > b[2].size - o2 || align_up((ng + 1) * 4, 6) + ng > b[2].size - o2 ||
+		    off > b[4].size || stored > b[4].size - off || raw != n3 * (4 + c4) || h->window < 0) {
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: tier tables of layer %d head %d do not fit; the file is damaged", path,
+				      h->layer, h->head);
+			goto done;
+		}
+		h->n_l1 = (int)n1;
+		h->n_group = (int)ng;
+		h->n_l3 = (int)n3;
+		h->l1_bytes = n1 * (c4 + 4);
+		h->l2_bytes = ng * (c3 + 4 + 1);
+		h->l3_bytes = n3 * (c4 + 4);
+		h->l3_stored = stored;
+		h->l1_pos = malloc(n1 * 4 + 4);
+		h->g_first = malloc(ng * 4 + 4);
+		h->g_last = malloc(ng * 4 + 4);
+		h->g_class = malloc(ng + 1);
+		free(frame);
+		frame = malloc(raw + 1);
+		if (!h->l1_pos || !h->g_first || !h->g_last || !h->g_class || !frame) {
+			st = hsq_fail(HSQ_ERR_NOMEM, "out of memory reading %s", path);
+			goto done;
+		}
+		for (uint64_t k = 0; k < n1; k++)
+			h->l1_pos[k] = (int32_t)get_u32(b[1].data + o1 + 4 * k);
+		if (!n3)
+			continue;
+		size_t got = ZSTD_decompressDCtx(dctx, frame, raw, b[4].data + off, stored);
+		if (ZSTD_isError(got) || got != raw || crc32c_update(0, b[4].data + off, stored) != get_u32(e3 + 28)) {
+			st = hsq_fail(HSQ_ERR_CHECKSUM, "%s: archive frame of layer %d head %d is damaged; re-create the snapshot with hsq-prefill",
+				      path, h->layer, h->head);
+			goto done;
+		}
+		const uint8_t *gs = b[2].data + o2, *cls = gs + align_up((ng + 1) * 4, 6);
+		for (uint64_t g = 0; g < ng; g++) {
+			uint32_t a = get_u32(gs + 4 * g), z = get_u32(gs + 4 * (g + 1));
+			if (z <= a || z > n3) {
+				st = hsq_fail(HSQ_ERR_FORMAT, "%s: group %llu of layer %d head %d is malformed; the file is damaged",
+					      path, (unsigned long long)g, h->layer, h->head);
+				goto done;
+			}
+			h->g_first[g] = (int32_t)get_u32(frame + 4 * (size_t)a);
+			h->g_last[g] = (int32_t)get_u32(frame + 4 * (size_t)(z - 1));
+			h->g_class[g] = cls[g];
+			h->n_medium += cls[g] == HSQ_GROUP_MEDIUM;
+		}
+	}
+	uint64_t row16 = 2ull * map->n_head_kv * map->head_dim * 2;
+	for (int l = 0; l < map->n_layer; l++) {
+		int w = map->heads[l * map->n_head_kv].window;
+		map->fp16_kv_bytes += (uint64_t)(w && w < n ? w : n) * row16;
+	}
+	*out = map;
+	map = NULL;
+done:
+	hsq_tier_map_free(map);
+	tier_blobs_free(b);
+	free(frame);
+	ZSTD_freeDCtx(dctx);
+	reader_close(&r);
+	return st;
+}
+
 hsq_status hsq_snapshot_load(const hsq_model *model, const char *path, const hsq_context_params *params,
 			     hsq_context **out)
 {

@@ -60,7 +60,7 @@ const char *hsq_compressor_name(hsq_compressor_kind kind)
 
 int hsq_default_budget(int n_tokens)
 {
-	int b = (n_tokens / 8 + 15) / 16 * 16;
+	int b = (n_tokens / 4 + 15) / 16 * 16;
 	return b < 256 ? 256 : b;
 }
 
@@ -192,6 +192,7 @@ hsq_status tiers_new(const hsq_model *model, hsq_snapshot_mode mode, const hsq_t
 	t->rope_neox = model->rope_neox;
 	t->attn_scale = 1.0f / sqrtf((float)mi->head_dim);
 	t->n_threads = n_threads > 0 ? n_threads : 1;
+	t->budget = HSQ_BUDGET_DEFAULT;
 
 	hsq_codec_params cp = { .kind = HSQ_CODEC_TQ, .dim = mi->head_dim, .bits = 4, .path = HSQ_KV_K, .seed = p.seed };
 	if ((st = hsq_codec_new(&cp, &t->c4)))

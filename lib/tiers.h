@@ -75,7 +75,7 @@ struct hsq_tiers {
 	tier_layer *layers;          /* [n_layer] */
 	int n_rope;
 	rope_table rope[4];
-	int budget;                  /* tokens per KV head; 0 = default (hsq_default_budget) */
+	int budget;                  /* tokens per KV head, HSQ_BUDGET_ALL or HSQ_BUDGET_DEFAULT */
 	int n_tokens;                /* positions covered (snapshot + appended) */
 	hsq_trace_fn trace;
 	void *trace_user;

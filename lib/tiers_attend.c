@@ -296,7 +296,9 @@ void tiers_attend(hsq_context *ctx, struct hsq_tiers *t, int layer, const float 
 
 	attend_job j = { .t = t, .L = L, .q = q, .pos = pos, .n = n, .full_k = full_k, .full_v = full_v,
 			 .full_cap = full_cap, .out = out };
-	j.budget = t->budget < 0 ? INT_MAX : t->budget > 0 ? t->budget : tiers_default_budget(t->n_tokens);
+	j.budget = t->budget == HSQ_BUDGET_ALL ? INT_MAX
+		   : t->budget == HSQ_BUDGET_DEFAULT ? tiers_default_budget(t->n_tokens)
+						     : t->budget;
 	for (int h = 0; h < H; h++)
 		j.max_groups = L->heads[h].n_group > j.max_groups ? L->heads[h].n_group : j.max_groups;
 	j.trace = ctx->tier_trace_buf;
@@ -336,7 +338,9 @@ hsq_status tiers_reserve_chunk(hsq_context *ctx, struct hsq_tiers *t, int n)
 			max_l1 = hd->n_l1 > max_l1 ? hd->n_l1 : max_l1;
 		}
 	}
-	int budget = t->budget < 0 ? max_l3 : t->budget > 0 ? t->budget : tiers_default_budget(t->n_tokens + n);
+	int budget = t->budget == HSQ_BUDGET_ALL ? max_l3
+		     : t->budget == HSQ_BUDGET_DEFAULT ? tiers_default_budget(t->n_tokens + n)
+						       : t->budget;
 	int fetch = budget + max_gsize < max_l3 ? budget + max_gsize : max_l3;
 	int scores = max_l1 + max_groups + fetch + max_tail + n;
 	hsq_status st = ensure_scratch(t, max_groups, fetch, scores, t->probe ? t->n_tokens + n : 0);

@@ -94,6 +94,7 @@ hsq_status tiers_serialize(const struct hsq_tiers *t, int zstd_level, tier_blob 
 		const tier_head *h = &t->layers[i / H].heads[i % H];
 		uint8_t *e1 = b[1].data + (size_t)i * 16, *e2 = b[2].data + (size_t)i * 16;
 		put_u32(e1, (uint32_t)h->n_l1);
+		put_u32(e1 + 4, (uint32_t)t->layers[i / H].window);
 		put_u64(e1 + 8, o1);
 		for (int k = 0; k < h->n_l1; k++)
 			put_u32(b[1].data + o1 + 4 * (size_t)k, (uint32_t)h->l1_pos[k]);
@@ -232,6 +233,11 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 		const uint8_t *e1 = b[1].data + (size_t)i * 16, *e2 = b[2].data + (size_t)i * 16;
 		const uint8_t *e3 = b[3].data + (size_t)i * 32;
 		uint64_t n1 = get_u32(e1), o1 = get_u64(e1 + 8);
+		if (get_u32(e1 + 4) != (uint32_t)t->layers[l].window) {
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: layer %d is stored with attention window %u but the model's is %d; the file is damaged",
+				      path, l, get_u32(e1 + 4), t->layers[l].window);
+			goto fail;
+		}
 		uint64_t ng = get_u32(e2), n3 = get_u32(e2 + 4), o2 = get_u64(e2 + 8);
 		if (n1 > (uint64_t)n_tokens || n3 > (uint64_t)n_tokens || ng > n3 || n1 + n3 > (uint64_t)n_tokens ||
 		    !inside(o1, align64(n1 * 4) + n1 * c4, b[1].size) ||

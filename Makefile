@@ -35,7 +35,7 @@ UNIT_BINS = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%) $(GOLDEN_SRC:tests/u
 MAN_PAGES = $(wildcard man/*.[157])
 HEADERS   = $(wildcard lib/*.h)
 
-.PHONY: all check unit cli demo model gemma test-models deps bench bench-codecs completions install uninstall clean distclean
+.PHONY: all check unit cli demo model gemma test-models deps bench bench-codecs bench-tiers completions install uninstall clean distclean
 
 all: $(BUILD)/libhsq.a $(BUILD)/libhsq.so $(BINS) $(BUILD)/hsq.pc
 
@@ -170,3 +170,11 @@ $(BUILD)/bench/%: bench/%.c lib/hsq.h $(BUILD)/libhsq.a
 
 bench-codecs: $(BUILD)/bench/bench_codecs
 	$(BUILD)/bench/bench_codecs
+
+# HSQ vs full vs quant on State of the Union addresses from 1951 on (read in
+# place from ../shared/corpora): TIERS_CTX context tokens, 512 scored, 128
+# generated, TIERS_DOCS documents of at least 40 KB.
+TIERS_CTX ?= 7680
+TIERS_DOCS ?= 6
+bench-tiers: $(BUILD)/bench/tiers_quality model
+	sh bench/tiers.sh $(BUILD)/bench/tiers_quality '$(MODEL)' $(TIERS_CTX) $(TIERS_DOCS)

@@ -8,7 +8,7 @@
 #include "cli.h"
 
 static const char PROG[] = "hsq-prefill";
-static const char USAGE[] = "hsq-prefill [-m MODEL] [--mode MODE] -o OUT.hsq [-f FILE] [options] < DOCUMENT";
+static const char USAGE[] = "hsq-prefill [-m MODEL] [--mode hsq|quant|full|streaming|snapkv] -o OUT.hsq [-f FILE] [options] < DOCUMENT";
 static const char DESCRIPTION[] =
 	"Tokenize a document (standard input, or -f FILE), run it through the model and write\n"
 	"the context (tokens and KV cache) to a snapshot, atomically. The default mode, hsq,\n"

@@ -289,7 +289,7 @@ for tool in $tools; do head -n 1 "$zsh_c" | grep -Eq "^#compdef( .*)? $tool( |\$
 if [ -z "$miss" ]; then ok "_hsq: #compdef names every tool"
 else fail "_hsq: #compdef names every tool" "missing:$miss"; fi
 
-# Values: models complete to *.gguf, snapshots to *.hsq, --mode to full.
+# Values: models complete to *.gguf, snapshots to *.hsq, --mode to the modes.
 if command -v bash >/dev/null 2>&1; then
 	mkdir -p "$TMP/files/dir"
 	: >"$TMP/files/a.gguf"; : >"$TMP/files/b.hsq"; : >"$TMP/files/c.txt"
@@ -310,7 +310,7 @@ if command -v bash >/dev/null 2>&1; then
 		check_values "hsq-decode -p completes nothing" "" hsq-decode -p "" ;;
 	esac
 	case " $tools " in *" hsq-prefill "*)
-		check_values "hsq-prefill --mode completes full" "full " hsq-prefill --mode ""
+		check_values "hsq-prefill --mode completes the modes" "full hsq quant snapkv streaming " hsq-prefill --mode ""
 		check_values "hsq-prefill -o completes *.hsq" "b.hsq dir " hsq-prefill -o ""
 		check_values "hsq-prefill -f completes any file" "a.gguf b.hsq c.txt dir " hsq-prefill -f "" ;;
 	esac

@@ -347,7 +347,8 @@ static void check_tiers(const hsq_tier_map *map, const hsq_snapshot_info *info, 
 
 typedef struct head_trace {
 	int64_t lines;     /* trace lines (steps) of this head */
-	int64_t fetched;   /* group fetches over those lines */
+	int64_t fetched;   /* fetches of snapshot groups over those lines */
+	int64_t online;    /* fetches of groups made online during the decode */
 	double rate_sum;   /* sum over lines of fetched / n_group */
 	int last_pos;      /* -1 before the first line */
 	int64_t last_line; /* file line of last_pos */
@@ -366,6 +367,9 @@ typedef struct trace_report {
 	int first_pos, last_pos;
 	head_trace *heads;    /* [n_layer * n_head_kv] */
 	int64_t n_fetched_groups; /* (layer, head, group) fetched at least once */
+	int64_t online;       /* fetches of groups made online, all heads */
+	int *ids;             /* scratch: the online group ids of one line */
+	size_t cap_ids;
 	trace_top *top;
 	int n_top;
 	char **top_text;      /* [n_top] detokenized, or NULL without a model */
@@ -385,7 +389,7 @@ static void trace_fail(const char *path, int64_t line, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	cli_die(PROG, EXIT_INPUT, "%s:%lld: %s", path, (long long)line, msg);
+	cli_die(PROG, EXIT_INPUT, "%s:%lld: %s", strcmp(path, "-") ? path : "standard input", (long long)line, msg);
 }
 
 /* A decimal integer 0..999999999 at *p (before end); advances *p. */
@@ -418,11 +422,39 @@ static void field_word(const char *p, const char *end, char *buf, size_t cap)
 			*q = '?';
 }
 
+static void group_list_fail(const char *path, int64_t ln, const char *p, const char *end) __attribute__((noreturn));
+static void group_list_fail(const char *path, int64_t ln, const char *p, const char *end)
+{
+	char word[40];
+	if (p >= end || *p == ' ' || *p == '\t')
+		trace_fail(path, ln, "the group list ends with a comma: expected group ids separated by commas, or '-'");
+	field_word(p, end, word, sizeof word);
+	trace_fail(path, ln, "bad group list at '%s': expected group ids separated by commas, or '-'", word);
+}
+
 static const char *skip_blanks(const char *p, const char *end)
 {
 	while (p < end && (*p == ' ' || *p == '\t'))
 		p++;
 	return p;
+}
+
+static int int_cmp(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+/* Groups a decode from the snapshot can have added to a head by the time
+ * it attends at position pos (online compression: once the tail of new
+ * tokens holds the recent window and a group more, its oldest group_size
+ * tokens become a low group, on the global layers of an hsq context). */
+static int online_groups(const hsq_tier_map *map, const hsq_tier_head_info *h, int pos)
+{
+	int gs = map->params.group_size, tail = pos - map->n_tokens;
+	if (map->mode != HSQ_MODE_HSQ || h->window || gs <= 0 || tail < map->params.window)
+		return 0;
+	return (tail - map->params.window) / gs;
 }
 
 static void parse_trace_line(trace_report *tr, const hsq_tier_map *map, const char *s, const char *e, int64_t ln)
@@ -459,36 +491,53 @@ static void parse_trace_line(trace_report *tr, const hsq_tier_map *map, const ch
 		trace_fail(path, ln, "position %d of layer %d head %d comes after position %d (line %lld); positions of one head must increase (two traces joined?)",
 			   pos, layer, head, ht->last_pos, (long long)ht->last_line);
 	int n = 0;
+	size_t n_online = 0;
 	if (*p == '-' && (p + 1 == e || p[1] == ' ' || p[1] == '\t')) {
 		p++;
 	} else {
 		for (;;) {
 			int g;
-			if (!parse_uint(&p, e, &g)) {
-				field_word(p, e, word, sizeof word);
-				trace_fail(path, ln, "bad group list at '%s': expected group ids separated by commas, or '-'", word);
+			if (!parse_uint(&p, e, &g))
+				group_list_fail(path, ln, p, e);
+			if (g < h->n_group) {
+				if (ht->stamp[g] == ln)
+					trace_fail(path, ln, "group %d is listed twice", g);
+				ht->stamp[g] = ln;
+				ht->count[g]++;
+				n++;
+			} else if (g - h->n_group < online_groups(map, h, pos)) {
+				if (n_online == tr->cap_ids) {
+					size_t cap = tr->cap_ids ? 2 * tr->cap_ids : 64;
+					int *grown = realloc(tr->ids, cap * sizeof *grown);
+					if (!grown)
+						cli_die(PROG, EXIT_FAILURE_RUNTIME, "out of memory reading %s", path);
+					tr->ids = grown;
+					tr->cap_ids = cap;
+				}
+				tr->ids[n_online++] = g;
+			} else {
+				trace_fail(path, ln, "group %d of layer %d head %d is out of range: the snapshot has %d groups there "
+					   "and a decode can have added %d by position %d; was the trace written for this snapshot?",
+					   g, layer, head, h->n_group, online_groups(map, h, pos), pos);
 			}
-			if (g >= h->n_group)
-				trace_fail(path, ln, "group %d of layer %d head %d is out of range: the snapshot has %d groups there%s; was the trace written for this snapshot?",
-					   g, layer, head, h->n_group, h->n_group ? "" : " (none)");
-			if (ht->stamp[g] == ln)
-				trace_fail(path, ln, "group %d is listed twice", g);
-			ht->stamp[g] = ln;
-			ht->count[g]++;
-			n++;
 			if (p < e && *p == ',') {
 				p++;
 				continue;
 			}
-			if (p < e && *p != ' ' && *p != '\t') {
-				field_word(p, e, word, sizeof word);
-				trace_fail(path, ln, "bad group list at '%s': expected group ids separated by commas, or '-'", word);
-			}
+			if (p < e && *p != ' ' && *p != '\t')
+				group_list_fail(path, ln, p, e);
 			break;
 		}
 	}
 	if (skip_blanks(p, e) != e)
 		trace_fail(path, ln, "more than 4 fields (position, layer, head, fetched groups)");
+	if (n_online > 1)
+		qsort(tr->ids, n_online, sizeof *tr->ids, int_cmp);
+	for (size_t i = 1; i < n_online; i++)
+		if (tr->ids[i] == tr->ids[i - 1])
+			trace_fail(path, ln, "group %d is listed twice", tr->ids[i]);
+	ht->online += (int64_t)n_online;
+	tr->online += (int64_t)n_online;
 	ht->lines++;
 	ht->fetched += n;
 	if (h->n_group)
@@ -546,9 +595,12 @@ static void read_trace(trace_report *tr, const hsq_tier_map *map, const char *pa
 		if (s < e && *s == '#') {
 			static const char magic[] = "# hsq trace ";
 			size_t m = sizeof magic - 1;
-			if ((size_t)(e - s) > m && !memcmp(s, magic, m) && !(s[m] == '1' && (s + m + 1 == e || s[m + 1] == ':')))
-				trace_fail(path, ln, "trace format '%.*s' is not supported (this hsq reads '# hsq trace 1'); upgrade hsq",
-					   (int)((e - s - m) < 8 ? (e - s - m) : 8), s + m);
+			char word[40];
+			if ((size_t)(e - s) > m && !memcmp(s, magic, m) && !(s[m] == '1' && (s + m + 1 == e || s[m + 1] == ':'))) {
+				field_word(s + m, e, word, sizeof word);
+				trace_fail(path, ln, "trace format '%s' is not supported (this hsq reads '# hsq trace 1'); upgrade hsq",
+					   word);
+			}
 		} else if (skip_blanks(s, e) != e) {
 			parse_trace_line(tr, map, s, e, ln);
 		}
@@ -556,7 +608,8 @@ static void read_trace(trace_report *tr, const hsq_tier_map *map, const char *pa
 	}
 	free(buf);
 	if (!tr->lines)
-		cli_die(PROG, EXIT_INPUT, "%s holds no trace lines; write one with hsq-decode -s SNAPSHOT --trace %s", path, path);
+		cli_die(PROG, EXIT_INPUT, "%s holds no trace lines; write one with hsq-decode -s SNAPSHOT --trace FILE",
+			strcmp(path, "-") ? path : "standard input");
 
 	/* Most fetched groups: every (layer, head, group) fetched at least once. */
 	for (int i = 0; i < n_heads; i++) {
@@ -626,6 +679,7 @@ static void trace_free(trace_report *tr, const hsq_tier_map *map)
 	free(tr->top_text);
 	free(tr->top_len);
 	free(tr->heads);
+	free(tr->ids);
 	free(tr->top);
 	free(tr->col_first);
 	free(tr->heat);
@@ -794,11 +848,11 @@ static void print_tiers(const report *r)
 	printf("L3:         %lld tokens, %s (%s as stored, zstd)\n", (long long)tot.n_l3, human(b1, sizeof b1, tot.l3_bytes),
 	       human(b2, sizeof b2, tot.l3_stored));
 	uint64_t fp16 = m->fp16_kv_bytes, fast = tot.l1_bytes + tot.l2_bytes;
-	printf("vs fp16:    full cache %s; fast tier (L1+L2) %s: %.4fx; fast tier + archive (L1+L2+L3) %s: %.4fx "
-	       "(%.4fx with L3 as stored); file %.4fx\n",
-	       human(b1, sizeof b1, fp16), human(b2, sizeof b2, fast), ratio(fast, fp16),
-	       human(b3, sizeof b3, fast + tot.l3_bytes), ratio(fast + tot.l3_bytes, fp16),
-	       ratio(fast + tot.l3_stored, fp16), ratio(r->info->file_size, fp16));
+	printf("vs fp16:    full cache at fp16 %s; fast tier (L1+L2) %s: %.4fx\n", human(b1, sizeof b1, fp16),
+	       human(b2, sizeof b2, fast), ratio(fast, fp16));
+	printf("            fast tier + archive (L1+L2+L3) %s: %.4fx (%.4fx with L3 as stored, zstd)\n",
+	       human(b3, sizeof b3, fast + tot.l3_bytes), ratio(fast + tot.l3_bytes, fp16), ratio(fast + tot.l3_stored, fp16));
+	printf("            file %s: %.4fx\n", human(b1, sizeof b1, r->info->file_size), ratio(r->info->file_size, fp16));
 }
 
 static void print_tier_table(const report *r)
@@ -854,6 +908,9 @@ static void print_trace(const report *r)
 	printf("trace:      %s: %lld lines, %lld steps (positions %d..%d), %.1f groups fetched per line\n", tr->path,
 	       (long long)tr->lines, (long long)tr->steps, tr->first_pos, tr->last_pos,
 	       tr->lines ? (double)fetched_all / (double)tr->lines : 0.0);
+	if (tr->online)
+		printf("online:     %lld fetches of groups the decode made from its own tokens (not in the snapshot: "
+		       "left out of the rates, top groups and heatmap)\n", (long long)tr->online);
 	printf("router:     hit rate %.1f%% (groups fetched / groups, mean over lines); coverage %.1f%% "
 	       "(groups fetched at least once)\n",
 	       lines_all ? 100.0 * rate_all / (double)lines_all : 0.0,
@@ -901,8 +958,8 @@ static void print_trace(const report *r)
 	       (long long)tr->n_fetched_groups);
 	if (tr->text_note[0])
 		printf("  (positions instead of text: %s)\n", tr->text_note);
-	printf("  %5s %4s %5s %-6s %7s %6s %11s  %s\n", "layer", "head", "group", "class", "fetches", "share", "positions",
-	       tr->top_text ? "text" : "");
+	printf("  %5s %4s %5s %-6s %7s %6s %11s%s\n", "layer", "head", "group", "class", "fetches", "share", "positions",
+	       tr->top_text ? "  text" : "");
 	for (int i = 0; i < tr->n_top; i++) {
 		const trace_top *t = &tr->top[i];
 		const hsq_tier_head_info *hi = &m->heads[t->layer * H + t->head];
@@ -1041,8 +1098,10 @@ static void json_trace(const report *r, const char *svg_path)
 	int H = m->n_head_kv;
 	printf(",\"trace\":{\"file\":");
 	json_cstr(stdout, tr->path);
-	printf(",\"lines\":%lld,\"steps\":%lld,\"first_position\":%d,\"last_position\":%d,\"fetched_groups\":%lld",
-	       (long long)tr->lines, (long long)tr->steps, tr->first_pos, tr->last_pos, (long long)tr->n_fetched_groups);
+	printf(",\"lines\":%lld,\"steps\":%lld,\"first_position\":%d,\"last_position\":%d,\"fetched_groups\":%lld,"
+	       "\"online_fetches\":%lld",
+	       (long long)tr->lines, (long long)tr->steps, tr->first_pos, tr->last_pos, (long long)tr->n_fetched_groups,
+	       (long long)tr->online);
 	printf(",\"heads\":[");
 	for (int i = 0; i < m->n_layer * H; i++) {
 		const hsq_tier_head_info *hi = &m->heads[i];
@@ -1058,7 +1117,7 @@ static void json_trace(const report *r, const char *svg_path)
 		json_num(stdout, has ? ht->rate_sum / (double)ht->lines : NAN);
 		printf(",\"coverage\":");
 		json_num(stdout, has ? (double)cov / hi->n_group : NAN);
-		printf("}");
+		printf(",\"online_fetches\":%lld}", (long long)ht->online);
 	}
 	printf("],\"top\":[");
 	for (int i = 0; i < tr->n_top; i++) {
@@ -1168,7 +1227,7 @@ static hsq_model *trace_model(const char *model_arg, const hsq_snapshot_info *in
 	const char *mp = model_arg;
 	if (!mp) {
 		if (hsq_default_model_path(buf, sizeof buf)) {
-			snprintf(note, cap, "no model found (%s); pass -m MODEL", hsq_last_error());
+			snprintf(note, cap, "%s", hsq_last_error());
 			return NULL;
 		}
 		mp = buf;
@@ -1240,7 +1299,8 @@ int main(int argc, char **argv)
 	if (verify_st)
 		snprintf(verify_msg, sizeof verify_msg, "%s", hsq_last_error());
 	if (trace_path && info.mode != HSQ_MODE_HSQ)
-		cli_usage_error(PROG, "--trace needs an hsq snapshot (the only mode with L2 groups to route); %s is a %s snapshot",
+		cli_usage_error(PROG, "--trace needs an hsq snapshot (the only mode with L2 groups to route), and %s is a %s snapshot; "
+				"write one with hsq-prefill --mode hsq, then hsq-decode -s SNAPSHOT --trace FILE",
 				path, mode_name(info.mode));
 
 	hsq_tier_map *map = NULL;

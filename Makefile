@@ -164,7 +164,7 @@ distclean: clean
 # ------------------------------------------------------------- benchmarks
 BENCH_SRC  = $(wildcard bench/*.c)
 BENCH_BINS = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
-$(BUILD)/bench/%: bench/%.c lib/hsq.h $(BUILD)/libhsq.a
+$(BUILD)/bench/%: bench/%.c bench/*.h lib/hsq.h lib/hsq_stats.h $(BUILD)/libhsq.a
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib $(WARN) $(CFLAGS) $< $(BUILD)/libhsq.a $(LIBS) -o $@
 

@@ -15,36 +15,10 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "hsq.h"
 
 #define N_DECODE 32
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *buf = malloc((size_t)n + 1);
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf)
-		buf[n] = '\0';
-	*len = (size_t)n;
-	return buf;
-}
 
 int main(int argc, char **argv)
 {
@@ -61,7 +35,7 @@ int main(int argc, char **argv)
 	hsq_model_get_info(model, &mi);
 	int threads = atoi(argv[2]);
 	size_t len;
-	char *text = read_file(argv[3], &len);
+	char *text = bench_read_file(argv[3], &len);
 	if (!text) {
 		fprintf(stderr, "bench_runtime: cannot read %s\n", argv[3]);
 		return 1;
@@ -98,9 +72,9 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench_runtime: %s\n", hsq_last_error());
 			return 1;
 		}
-		double t0 = now_s();
+		double t0 = bench_now();
 		hsq_context_eval(ctx, prompt, (size_t)n_prompt, logits, 0);
-		double t_prefill = now_s() - t0;
+		double t_prefill = bench_now() - t0;
 		/* snapshot of the prefilled context: size, and load time against
 		 * the prefill it saves */
 		char snap[64];
@@ -109,14 +83,14 @@ int main(int argc, char **argv)
 		double t_load = -1;
 		if (hsq_snapshot_save(ctx, snap, HSQ_MODE_FULL, 3) == HSQ_OK && stat(snap, &sb) == 0) {
 			hsq_context *loaded;
-			double t1 = now_s();
+			double t1 = bench_now();
 			if (hsq_snapshot_load(model, snap, &cp, &loaded) == HSQ_OK) {
-				t_load = now_s() - t1;
+				t_load = bench_now() - t1;
 				hsq_context_free(loaded);
 			}
 			unlink(snap);
 		}
-		t0 = now_s();
+		t0 = bench_now();
 		for (int i = 0; i < N_DECODE; i++) {
 			int best = 0;
 			for (int v = 1; v < mi.n_vocab; v++)
@@ -125,7 +99,7 @@ int main(int argc, char **argv)
 			hsq_token t = best;
 			hsq_context_eval(ctx, &t, 1, logits, 0);
 		}
-		double t_decode = now_s() - t0;
+		double t_decode = bench_now() - t0;
 		printf("%-8d %14.1f %14.1f %14.1f %10.2f %11.0fx\n", L, n_prompt / t_prefill, N_DECODE / t_decode,
 		       sb.st_size / 1048576.0, t_load, t_load > 0 ? t_prefill / t_load : 0.0);
 		fflush(stdout);

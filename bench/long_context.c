@@ -11,14 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "hsq.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {
@@ -63,14 +57,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	float *lg = malloc((size_t)mi.n_vocab * sizeof *lg);
-	double t0 = now_s();
+	double t0 = bench_now();
 	if (hsq_context_eval(ctx, toks, n, lg, 0)) {
 		fprintf(stderr, "%s\n", hsq_last_error());
 		return 1;
 	}
-	double t_prefill = now_s() - t0;
+	double t_prefill = bench_now() - t0;
 	int first_diff = -1;
-	t0 = now_s();
+	t0 = bench_now();
 	for (int i = 0; i < n_gen; i++) {
 		int a = 0, b = -1;
 		for (int k = 1; k < mi.n_vocab; k++)
@@ -89,7 +83,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	double t_decode = now_s() - t0;
+	double t_decode = bench_now() - t0;
 	printf("prompt %zu tokens: prefill %.1f s (%.1f tok/s); %d greedy tokens %.1f s (%.2f tok/s); %s\n", n, t_prefill,
 	       n / t_prefill, n_gen, t_decode, n_gen / t_decode,
 	       n_ref == 0 ? "no reference" : first_diff < 0 ? "equal to the reference" : "differs from the reference");

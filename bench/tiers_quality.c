@@ -29,38 +29,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "hsq.h"
 
 #define N_OBS 32
 #define PPL_CHUNK 16
 #define MAX_LAYERS 256
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *buf = malloc((size_t)n + 1);
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf)
-		buf[n] = '\0';
-	*len = (size_t)n;
-	return buf;
-}
 
 static void die(const char *what)
 {
@@ -125,11 +99,11 @@ static hsq_context *open_method(hsq_model *model, const char *snap, const hsq_co
 				const hsq_token *doc, int n_ctx, hsq_snapshot_mode mode, float *logits, double *t_load)
 {
 	hsq_context *ctx;
-	double t0 = now_s();
+	double t0 = bench_now();
 	if (hsq_snapshot_load(model, snap, cp, &ctx))
 		die("load");
 	if (t_load)
-		*t_load = now_s() - t0;
+		*t_load = bench_now() - t0;
 	if (hsq_context_eval(ctx, doc + n_ctx - N_OBS, N_OBS, logits, 0))
 		die("eval");
 	hsq_tier_params p = params_from_env();
@@ -192,7 +166,7 @@ int main(int argc, char **argv)
 	       "recall", "fast-x", "arch+fast");
 	for (int a = 6; a < argc; a++) {
 		size_t len;
-		char *text = read_file(argv[a], &len);
+		char *text = bench_read_file(argv[a], &len);
 		hsq_token *doc;
 		size_t n_doc;
 		if (!text || hsq_tokenize(model, text, len, 0, 0, &doc, &n_doc))
@@ -207,10 +181,10 @@ int main(int argc, char **argv)
 		hsq_context *pre;
 		if (hsq_context_new(model, &cp, &pre))
 			die("context");
-		double t0 = now_s();
+		double t0 = bench_now();
 		if (hsq_context_eval(pre, doc, (size_t)(n_ctx - N_OBS), logits, 0))
 			die("prefill");
-		double t_prefill = now_s() - t0;
+		double t_prefill = bench_now() - t0;
 		if (hsq_snapshot_save(pre, snap, HSQ_MODE_FULL, 3))
 			die("save");
 		hsq_context_free(pre);
@@ -263,7 +237,7 @@ int main(int argc, char **argv)
 			/* generation / teacher forcing, one token per step */
 			ctx = open_method(model, snap, &cp, doc, n_ctx, mode, logits, NULL);
 			int agree = 0, first_div = -1;
-			t0 = now_s();
+			t0 = bench_now();
 			for (int i = 0; i < n_gen; i++) {
 				int best = argmax(logits, (int)V);
 				if (mode == HSQ_MODE_FULL)
@@ -275,7 +249,7 @@ int main(int argc, char **argv)
 				if (hsq_context_eval(ctx, &gen[i], 1, logits, 0))
 					die("decode");
 			}
-			double t_dec = now_s() - t0;
+			double t_dec = bench_now() - t0;
 			hsq_context_free(ctx);
 			T->decode_s += t_dec;
 			T->decode_n += n_gen;
@@ -299,9 +273,9 @@ int main(int argc, char **argv)
 			double t_load_hsq = -1, t_load_full = -1;
 			if (hsq_snapshot_save(ctx, snap_hsq, HSQ_MODE_HSQ, 3) == HSQ_OK && stat(snap_hsq, &s_hsq) == 0) {
 				hsq_context *l2;
-				t0 = now_s();
+				t0 = bench_now();
 				if (hsq_snapshot_load(model, snap_hsq, &cp, &l2) == HSQ_OK) {
-					t_load_hsq = now_s() - t0;
+					t_load_hsq = bench_now() - t0;
 					hsq_context_free(l2);
 				}
 				unlink(snap_hsq);
@@ -310,10 +284,10 @@ int main(int argc, char **argv)
 			hsq_context_tier_stats(ctx, &ts);
 			hsq_context_free(ctx);
 			stat(snap, &s_full);
-			t0 = now_s();
+			t0 = bench_now();
 			hsq_context *l3;
 			if (hsq_snapshot_load(model, snap, &cp, &l3) == HSQ_OK) {
-				t_load_full = now_s() - t0;
+				t_load_full = bench_now() - t0;
 				hsq_context_free(l3);
 			}
 			printf("%-28s snapshot: fp16 KV %.1f MiB, hsq file %.1f MiB (%.3fx of fp16), full file %.1f MiB; prefill %.1f s, load hsq %.3f s (%.0fx), load full %.3f s\n",

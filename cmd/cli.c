@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -165,6 +166,13 @@ double cli_double(const char *prog, const char *opt, const char *value, double l
 	if (errno || end == value || *end || !(v >= lo && v <= hi))
 		cli_usage_error(prog, "%s expects a number from %g to %g, not '%s'", opt, lo, hi, value);
 	return v;
+}
+
+double cli_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 char *cli_read_all(const char *prog, const char *path, size_t *len)

@@ -61,6 +61,9 @@ double cli_double(const char *prog, const char *opt, const char *value, double l
 /* Reads a whole file (path "-" = stdin) into a NUL-terminated buffer. */
 char *cli_read_all(const char *prog, const char *path, size_t *len);
 
+/* Seconds on the monotonic clock (for -v timings). */
+double cli_now(void);
+
 /* Model path: the -m value, or hsq_default_model_path(); exits 3 if none. */
 const char *cli_model_path(const char *prog, const char *given, char *buf, size_t cap);
 /* Loads the model or exits 3 with the library's message. */

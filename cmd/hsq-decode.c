@@ -36,13 +36,6 @@ static const cli_option options[] = {
 	{ 0 },
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Router trace: one line per position, layer and KV head (hsq-inspect(1)
  * reads it): "POS LAYER HEAD G1,G2,..." ("-" when nothing was fetched). */
 static void trace_line(void *user, int pos, int layer, int head, const int *groups, int n)
@@ -130,7 +123,7 @@ int main(int argc, char **argv)
 
 	hsq_context *ctx;
 	hsq_status st;
-	double t0 = now_s();
+	double t0 = cli_now();
 	if (snap) {
 		st = hsq_snapshot_load(model, snap, &cp, &ctx);
 		if (st)
@@ -140,7 +133,7 @@ int main(int argc, char **argv)
 		if (st)
 			cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
 	}
-	double t_load = now_s() - t0;
+	double t_load = cli_now() - t0;
 	FILE *trace = NULL;
 	if ((budget_given || trace_path) && hsq_context_mode(ctx) != HSQ_MODE_HSQ)
 		cli_usage_error(PROG, "--budget and --trace need an hsq snapshot; %s is %s", snap ? snap : "(no snapshot)",
@@ -196,17 +189,17 @@ int main(int argc, char **argv)
 	if (n_prompt == 0)
 		cli_die(PROG, EXIT_INPUT, resumed ? "nothing to continue from: give a prompt with -p or -f after -s"
 						  : "the prompt is empty; pass some text with -p or -f");
-	double t1 = now_s();
+	double t1 = cli_now();
 	st = hsq_context_eval(ctx, ptoks, n_prompt, logits, 0);
 	if (st)
 		cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
-	double t_prompt = now_s() - t1;
+	double t_prompt = cli_now() - t1;
 
 	hsq_detok dt = { { 0 }, 0 };
 	char out[1024]; /* a token's bytes, or U+FFFD for each invalid byte: 3 x (len + 3) */
 	size_t out_len;
 	long n_gen = 0;
-	double t2 = now_s();
+	double t2 = cli_now();
 	while (n_gen < n_predict) {
 		hsq_token tok = hsq_sampler_sample(sampler, logits, mi.n_vocab);
 		if (!ignore_eos && hsq_token_is_eog(model, tok))
@@ -226,7 +219,7 @@ int main(int argc, char **argv)
 	out_len = hsq_detok_flush(&dt, out, sizeof out);
 	fwrite(out, 1, out_len, stdout);
 	fputc('\n', stdout);
-	double t_gen = now_s() - t2;
+	double t_gen = cli_now() - t2;
 	if (verbose)
 		fprintf(stderr,
 			"%s: %s %.2f s; prompt %zu tokens in %.2f s (%.1f tok/s); generated %ld tokens in %.2f s (%.1f tok/s)\n",

@@ -2,7 +2,6 @@
  * context in a snapshot that hsq-decode resumes many times. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -41,13 +40,6 @@ static const cli_option options[] = {
 	{ "verbose", 'v', NULL, "print progress and timings to standard error", 'v' },
 	{ 0 },
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {
@@ -169,7 +161,7 @@ int main(int argc, char **argv)
 	hsq_context *ctx;
 	if ((st = hsq_context_new(model, &cp, &ctx)))
 		cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
-	double t0 = now_s();
+	double t0 = cli_now();
 	int chunk = cp.n_batch ? cp.n_batch : 512;
 	int progress = isatty(STDERR_FILENO); /* a \r progress line only on a terminal */
 	for (size_t done = 0; done < n_tok; done += (size_t)chunk) {
@@ -179,20 +171,20 @@ int main(int argc, char **argv)
 		if (verbose && progress)
 			fprintf(stderr, "\r%s: %zu/%zu tokens", PROG, done + n, n_tok);
 	}
-	double t_prefill = now_s() - t0;
+	double t_prefill = cli_now() - t0;
 	if (verbose && progress)
 		fprintf(stderr, "\n");
-	double t1 = now_s();
+	double t1 = cli_now();
 	if ((st = hsq_context_compress(ctx, mode, &tp)))
 		cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
-	double t_compress = now_s() - t1;
-	t1 = now_s();
+	double t_compress = cli_now() - t1;
+	t1 = cli_now();
 	if ((st = hsq_snapshot_save(ctx, out_path, mode, zstd_level)))
 		cli_die_status(PROG, cli_exit_for(st, EXIT_SNAPSHOT), st);
 	if (verbose)
 		fprintf(stderr, "%s: %zu tokens in %.2f s (%.1f tok/s); %s tiers built in %.2f s; snapshot written in %.2f s\n",
 			PROG, n_tok, t_prefill, n_tok / (t_prefill > 0 ? t_prefill : 1), hsq_mode_name(mode), t_compress,
-			now_s() - t1);
+			cli_now() - t1);
 	free(toks);
 	free(doc);
 	hsq_context_free(ctx);

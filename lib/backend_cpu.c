@@ -17,8 +17,8 @@
 #include "ggml_types.h"
 #include "quant_blocks.h"
 #include "threadpool.h"
+#include "vec_f32.h"
 
-typedef hsq_vf16 vf16;
 
 #define ROWS_PER_TASK 16
 #define MAX_THREADS 256
@@ -31,43 +31,6 @@ typedef struct cpu_backend {
 	float *scores;       /* [n_threads][n_ctx]: attention scores */
 	int n_ctx;           /* positions the scores scratch holds */
 } cpu_backend;
-
-static inline vf16 load16(const float *p)
-{
-	vf16 v;
-	memcpy(&v, p, sizeof v);
-	return v;
-}
-
-typedef float vf8 __attribute__((vector_size(32)));
-typedef float vf4 __attribute__((vector_size(16)));
-
-/* Fixed reduction tree: halves are added pairwise (16 -> 8 -> 4 -> 1). */
-static inline float hsum16(vf16 v)
-{
-	vf8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
-		__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-	vf4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
-	return (b[0] + b[2]) + (b[1] + b[3]);
-}
-
-static inline float tail_dot(const float *a, const float *b, int from, int n)
-{
-	float s = 0.0f;
-	for (int k = from; k < n; k++)
-		s += a[k] * b[k];
-	return s;
-}
-
-/* The reference order: the value every other kernel reproduces. */
-static float dot_f32(const float *a, const float *b, int n)
-{
-	vf16 acc = { 0 };
-	int k = 0;
-	for (; k + 16 <= n; k += 16)
-		acc += load16(a + k) * load16(b + k);
-	return hsum16(acc) + tail_dot(a, b, k, n);
-}
 
 /* y[t][r] for 4 rows and 4 tokens at once: 16 independent accumulators
  * hide FMA latency; each accumulates exactly like dot_f32. */

@@ -60,7 +60,7 @@ int hsq_context_budget(const hsq_context *ctx)
 	if (!t || t->mode != HSQ_MODE_HSQ)
 		return 0;
 	return t->budget == HSQ_BUDGET_ALL ? INT32_MAX
-	       : t->budget == HSQ_BUDGET_DEFAULT ? tiers_default_budget(t->n_tokens)
+	       : t->budget == HSQ_BUDGET_DEFAULT ? hsq_default_budget(t->n_tokens)
 						 : t->budget;
 }
 
@@ -101,11 +101,8 @@ hsq_status hsq_context_tier_stats(const hsq_context *ctx, hsq_tier_stats *out)
 	const hsq_model_info *mi = &ctx->model->info;
 	int n = ctx->n_past;
 	out->n_tokens = n;
-	uint64_t row16 = 2ull * mi->n_head_kv * mi->head_dim * 2; /* K and V of one position, fp16 */
-	for (int l = 0; l < mi->n_layer; l++) {
-		int w = ctx->model->layers[l].window, held = w && w < n ? w : n;
-		out->fp16_kv_bytes += (uint64_t)held * row16;
-	}
+	for (int l = 0; l < mi->n_layer; l++)
+		out->fp16_kv_bytes += tier_fp16_layer_bytes(n, ctx->model->layers[l].window, mi->n_head_kv, mi->head_dim);
 	const struct hsq_tiers *t = ctx->tiers;
 	if (!t)
 		return HSQ_OK;
@@ -119,9 +116,9 @@ hsq_status hsq_context_tier_stats(const hsq_context *ctx, hsq_tier_stats *out)
 			out->n_l3 += x->n_l3;
 			for (int g = 0; g < x->n_group; g++)
 				out->n_medium += x->g_class[g] == HSQ_GROUP_MEDIUM;
-			out->l1_bytes += (uint64_t)x->n_l1 * (tier_code4_pair(t) + 4);
-			out->l2_bytes += (uint64_t)x->n_group * (tier_code3_pair(t) + 4 + 1);
-			out->l3_bytes += (uint64_t)x->n_l3 * (tier_code4_pair(t) + 4);
+			out->l1_bytes += tier_l1_bytes((uint64_t)x->n_l1, tier_code4_pair(t));
+			out->l2_bytes += tier_l2_bytes((uint64_t)x->n_group, tier_code3_pair(t));
+			out->l3_bytes += tier_l3_bytes((uint64_t)x->n_l3, tier_code4_pair(t));
 		}
 	}
 	return HSQ_OK;

@@ -1002,74 +1002,66 @@ hsq_status hsq_snapshot_read_tiers(const char *path, hsq_tier_map **out)
 		goto done;
 	copy_printable(map->reader, sizeof map->reader, b[0].data + TC_READER_NAME, 32);
 	copy_printable(map->compressor, sizeof map->compressor, b[0].data + TC_COMPRESSOR_NAME, 32);
-	uint64_t c4 = 2 * (uint64_t)get_u32(b[0].data + TC_CODE4), c3 = 2 * (uint64_t)get_u32(b[0].data + TC_CODE3);
+	size_t c4 = 2 * (size_t)get_u32(b[0].data + TC_CODE4), c3 = 2 * (size_t)get_u32(b[0].data + TC_CODE3);
 	int n_heads = map->n_layer * map->n_head_kv, n = map->n_tokens;
-	if (b[1].size < (uint64_t)n_heads * 16 || b[2].size < (uint64_t)n_heads * 16 || b[3].size != (uint64_t)n_heads * 32 ||
-	    c4 > 4096 || c3 > 4096) {
-		st = hsq_fail(HSQ_ERR_FORMAT, "%s: tier tables are too short for %d heads; the file is damaged", path, n_heads);
+	if (c4 > 4096 || c3 > 4096) {
+		st = hsq_fail(HSQ_ERR_FORMAT, "%s: code sizes %zu/%zu in section 'tiers' are implausible; the file is damaged",
+			      path, c4 / 2, c3 / 2);
 		goto done;
 	}
+	if ((st = tier_tables_check(path, b, n_heads)))
+		goto done;
 	for (int i = 0; i < n_heads; i++) {
 		hsq_tier_head_info *h = &map->heads[i];
-		const uint8_t *e1 = b[1].data + (size_t)i * 16, *e2 = b[2].data + (size_t)i * 16, *e3 = b[3].data + (size_t)i * 32;
-		uint64_t n1 = get_u32(e1), o1 = get_u64(e1 + 8), ng = get_u32(e2), n3 = get_u32(e2 + 4), o2 = get_u64(e2 + 8);
-		uint64_t off = get_u64(e3), stored = get_u64(e3 + 8), raw = get_u64(e3 + 16);
+		tier_entry e;
+		if ((st = tier_entry_read(path, b, i, map->n_head_kv, n, c4, c3, &e)))
+			goto done;
 		h->layer = i / map->n_head_kv;
 		h->head = i % map->n_head_kv;
-		h->window = (int)get_u32(e1 + 4);
-		if (n1 > (uint64_t)n || n3 > (uint64_t)n || ng > n3 || o1 > b[1].size || n1 * 4 > b[1].size - o1 ||
-		    o2 > b[2].size || (ng + 1) * 4 > b[2].size - o2 || align_up((ng + 1) * 4, 6) + ng > b[2].size - o2 ||
-		    off > b[4].size || stored > b[4].size - off || raw != n3 * (4 + c4) || h->window < 0) {
-			st = hsq_fail(HSQ_ERR_FORMAT, "%s: tier tables of layer %d head %d do not fit; the file is damaged", path,
-				      h->layer, h->head);
-			goto done;
-		}
-		h->n_l1 = (int)n1;
-		h->n_group = (int)ng;
-		h->n_l3 = (int)n3;
-		h->l1_bytes = n1 * (c4 + 4);
-		h->l2_bytes = ng * (c3 + 4 + 1);
-		h->l3_bytes = n3 * (c4 + 4);
-		h->l3_stored = stored;
-		h->l1_pos = malloc(n1 * 4 + 4);
-		h->g_first = malloc(ng * 4 + 4);
-		h->g_last = malloc(ng * 4 + 4);
-		h->g_class = malloc(ng + 1);
+		h->window = e.window;
+		h->n_l1 = (int)e.n_l1;
+		h->n_group = (int)e.n_group;
+		h->n_l3 = (int)e.n_l3;
+		h->l1_bytes = tier_l1_bytes(e.n_l1, c4);
+		h->l2_bytes = tier_l2_bytes(e.n_group, c3);
+		h->l3_bytes = tier_l3_bytes(e.n_l3, c4);
+		h->l3_stored = e.l3_stored;
+		h->l1_pos = malloc(e.n_l1 * 4 + 4);
+		h->g_first = malloc(e.n_group * 4 + 4);
+		h->g_last = malloc(e.n_group * 4 + 4);
+		h->g_class = malloc(e.n_group + 1);
 		free(frame);
-		frame = malloc(raw + 1);
+		frame = malloc(e.l3_raw + 1);
 		if (!h->l1_pos || !h->g_first || !h->g_last || !h->g_class || !frame) {
 			st = hsq_fail(HSQ_ERR_NOMEM, "out of memory reading %s", path);
 			goto done;
 		}
-		for (uint64_t k = 0; k < n1; k++)
-			h->l1_pos[k] = (int32_t)get_u32(b[1].data + o1 + 4 * k);
-		if (!n3)
+		for (uint64_t k = 0; k < e.n_l1; k++)
+			h->l1_pos[k] = (int32_t)get_u32(e.l1_pos + 4 * k);
+		if (!e.n_l3)
 			continue;
-		size_t got = ZSTD_decompressDCtx(dctx, frame, raw, b[4].data + off, stored);
-		if (ZSTD_isError(got) || got != raw || crc32c_update(0, b[4].data + off, stored) != get_u32(e3 + 28)) {
+		size_t got = ZSTD_decompressDCtx(dctx, frame, e.l3_raw, b[4].data + e.l3_off, e.l3_stored);
+		if (ZSTD_isError(got) || got != e.l3_raw || crc32c_update(0, b[4].data + e.l3_off, e.l3_stored) != e.l3_crc) {
 			st = hsq_fail(HSQ_ERR_CHECKSUM, "%s: archive frame of layer %d head %d is damaged; re-create the snapshot with hsq-prefill",
 				      path, h->layer, h->head);
 			goto done;
 		}
-		const uint8_t *gs = b[2].data + o2, *cls = gs + align_up((ng + 1) * 4, 6);
-		for (uint64_t g = 0; g < ng; g++) {
-			uint32_t a = get_u32(gs + 4 * g), z = get_u32(gs + 4 * (g + 1));
-			if (z <= a || z > n3) {
+		for (uint64_t g = 0; g < e.n_group; g++) {
+			uint32_t a = get_u32(e.g_start + 4 * g), z = get_u32(e.g_start + 4 * (g + 1));
+			if (z <= a || z > e.n_l3) {
 				st = hsq_fail(HSQ_ERR_FORMAT, "%s: group %llu of layer %d head %d is malformed; the file is damaged",
 					      path, (unsigned long long)g, h->layer, h->head);
 				goto done;
 			}
 			h->g_first[g] = (int32_t)get_u32(frame + 4 * (size_t)a);
 			h->g_last[g] = (int32_t)get_u32(frame + 4 * (size_t)(z - 1));
-			h->g_class[g] = cls[g];
-			h->n_medium += cls[g] == HSQ_GROUP_MEDIUM;
+			h->g_class[g] = e.g_class[g];
+			h->n_medium += e.g_class[g] == HSQ_GROUP_MEDIUM;
 		}
 	}
-	uint64_t row16 = 2ull * map->n_head_kv * map->head_dim * 2;
-	for (int l = 0; l < map->n_layer; l++) {
-		int w = map->heads[l * map->n_head_kv].window;
-		map->fp16_kv_bytes += (uint64_t)(w && w < n ? w : n) * row16;
-	}
+	for (int l = 0; l < map->n_layer; l++)
+		map->fp16_kv_bytes +=
+			tier_fp16_layer_bytes(n, map->heads[l * map->n_head_kv].window, map->n_head_kv, map->head_dim);
 	*out = map;
 	map = NULL;
 done:

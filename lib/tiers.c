@@ -64,8 +64,6 @@ int hsq_default_budget(int n_tokens)
 	return b < 256 ? 256 : b;
 }
 
-int tiers_default_budget(int n_tokens) { return hsq_default_budget(n_tokens); }
-
 static hsq_status check_params(const hsq_tier_params *p)
 {
 	if (p->sinks < 0 || p->sinks > 1 << 20)
@@ -275,28 +273,25 @@ void tiers_rope_rows(const struct hsq_tiers *t, const rope_table *r, float *x, c
 	}
 }
 
-hsq_status tiers_encode_token(const struct hsq_tiers *t, const tier_head *h, const float *k_pre, const float *v,
-			      uint8_t *code)
+hsq_status tiers_encode_token(const struct hsq_tiers *t, const float *k_pre, const float *v, uint8_t *code)
 {
 	hsq_status st;
-	(void)h;
 	if ((st = hsq_codec_encode(t->c4, k_pre, 1, code)) || (st = hsq_codec_encode(t->c4, v, 1, code + t->code4)))
 		return st;
 	return HSQ_OK;
 }
 
-void tiers_decode_token(const struct hsq_tiers *t, const tier_head *h, const uint8_t *code, float *k_pre, float *v)
+void tiers_decode_token(const struct hsq_tiers *t, const uint8_t *code, float *k_pre, float *v)
 {
-	(void)h;
 	hsq_codec_decode(t->c4, code, 1, k_pre);
 	hsq_codec_decode(t->c4, code + t->code4, 1, v);
 }
 
 /* Decodes one token's K (rotated to pos) and V from its codes. */
-static void decode_token(const struct hsq_tiers *t, const tier_head *h, const rope_table *r, const uint8_t *code,
-			 int32_t pos, float *k, float *v)
+static void decode_token(const struct hsq_tiers *t, const rope_table *r, const uint8_t *code, int32_t pos, float *k,
+			 float *v)
 {
-	tiers_decode_token(t, h, code, k, v);
+	tiers_decode_token(t, code, k, v);
 	tiers_rope_rows(t, r, k, &pos, 1, +1);
 }
 
@@ -317,7 +312,7 @@ hsq_status tiers_head_add_l1(struct hsq_tiers *t, int layer, tier_head *h, int n
 	memcpy(h->l1_code + (size_t)h->n_l1 * tier_code4_pair(t), codes, (size_t)n * tier_code4_pair(t));
 	for (int i = 0; i < n; i++) {
 		int j = h->n_l1 + i;
-		decode_token(t, h, r, h->l1_code + (size_t)j * tier_code4_pair(t), pos[i], h->l1_k + (size_t)j * hd,
+		decode_token(t, r, h->l1_code + (size_t)j * tier_code4_pair(t), pos[i], h->l1_k + (size_t)j * hd,
 			     h->l1_v + (size_t)j * hd);
 	}
 	h->n_l1 = need;
@@ -368,7 +363,7 @@ hsq_status tiers_decode_working(struct hsq_tiers *t)
 		for (int hh = 0; hh < t->n_head_kv; hh++) {
 			tier_head *h = &t->layers[l].heads[hh];
 			for (int j = 0; j < h->n_l1; j++)
-				decode_token(t, h, r, h->l1_code + (size_t)j * tier_code4_pair(t), h->l1_pos[j],
+				decode_token(t, r, h->l1_code + (size_t)j * tier_code4_pair(t), h->l1_pos[j],
 					     h->l1_k + (size_t)j * hd, h->l1_v + (size_t)j * hd);
 			for (int g = 0; g < h->n_group; g++) {
 				hsq_codec_decode(t->c3, h->sum_code + (size_t)g * tier_code3_pair(t), 1,
@@ -383,14 +378,14 @@ hsq_status tiers_decode_working(struct hsq_tiers *t)
 
 /* -------------------------------------------------------------- build */
 
-/* Encodes token rows idx[] (K before RoPE, V; row stride `stride`) of
- * head h into pair codes. */
-static hsq_status encode_pairs(const struct hsq_tiers *t, const tier_head *h, const float *k, const float *v,
+/* Encodes token rows idx[] (K before RoPE, V; row stride `stride`) into
+ * pair codes. */
+static hsq_status encode_pairs(const struct hsq_tiers *t, const float *k, const float *v,
 			       size_t stride, int n, const int32_t *idx, uint8_t *codes)
 {
 	hsq_status st;
 	for (int i = 0; i < n; i++)
-		if ((st = tiers_encode_token(t, h, k + (size_t)idx[i] * stride, v + (size_t)idx[i] * stride,
+		if ((st = tiers_encode_token(t, k + (size_t)idx[i] * stride, v + (size_t)idx[i] * stride,
 					     codes + (size_t)i * tier_code4_pair(t))))
 			return st;
 	return HSQ_OK;
@@ -590,7 +585,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 				int first = n > L->window ? n - L->window : 0, m = n - first;
 				for (int i = 0; i < m; i++)
 					idx[i] = first + i;
-				if ((st = encode_pairs(t, h, kg, vg, kvw, m, idx, codes)) ||
+				if ((st = encode_pairs(t, kg, vg, kvw, m, idx, codes)) ||
 				    (st = tiers_head_add_l1(t, l, h, m, idx, codes)))
 					goto done;
 				continue;
@@ -632,7 +627,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 				else
 					rest[m++] = i;
 			}
-			if ((st = encode_pairs(t, h, kg, vg, kvw, n1, idx, codes)) ||
+			if ((st = encode_pairs(t, kg, vg, kvw, n1, idx, codes)) ||
 			    (st = tiers_head_add_l1(t, l, h, n1, idx, codes)))
 				goto done;
 			if (t->mode != HSQ_MODE_HSQ || m == 0)
@@ -662,7 +657,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 					int s0 = parts == 2 ? b0 + part * (gs / 2) : b0;
 					int sn = parts == 2 ? (part ? bn - gs / 2 : gs / 2) : bn;
 					const int32_t *gi = rest + s0;
-					if ((st = encode_pairs(t, h, kg, vg, kvw, sn, gi, codes)) ||
+					if ((st = encode_pairs(t, kg, vg, kvw, sn, gi, codes)) ||
 					    (st = encode_summary(t, k_rope + (size_t)g * hd, vg, kvw, sn, gi, weights, tmp,
 								 sum)) ||
 					    (st = tiers_head_add_group(t, h, sn, gi, codes, sum,

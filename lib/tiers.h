@@ -101,6 +101,21 @@ typedef struct tier_scratch {
 static inline size_t tier_code4_pair(const struct hsq_tiers *t) { return 2 * t->code4; }
 static inline size_t tier_code3_pair(const struct hsq_tiers *t) { return 2 * t->code3; }
 
+/* Encoded bytes of the tiers as hsq_tier_stats counts them: codes plus an
+ * int32 position per token (L1, L3); codes plus an int32 group start and a
+ * class byte per group (L2). pair4/pair3: bytes of one token's or one
+ * summary's K and V codes. */
+static inline uint64_t tier_l1_bytes(uint64_t n_l1, size_t pair4) { return n_l1 * (pair4 + 4); }
+static inline uint64_t tier_l2_bytes(uint64_t n_group, size_t pair3) { return n_group * (pair3 + 4 + 1); }
+static inline uint64_t tier_l3_bytes(uint64_t n_l3, size_t pair4) { return n_l3 * (pair4 + 4); }
+/* fp16 K and V of one layer holding n positions (a sliding layer: its
+ * window), the size the ratios are taken against. */
+static inline uint64_t tier_fp16_layer_bytes(int n, int window, int n_head_kv, int head_dim)
+{
+	int held = window && window < n ? window : n;
+	return (uint64_t)held * 2 * (uint64_t)n_head_kv * (uint64_t)head_dim * 2;
+}
+
 /* Allocates an empty structure for the model (no tokens). */
 hsq_status tiers_new(const hsq_model *model, hsq_snapshot_mode mode, const hsq_tier_params *params, int n_ctx,
 		     int n_threads, struct hsq_tiers **out);
@@ -112,13 +127,12 @@ hsq_status tiers_rope_reserve(struct hsq_tiers *t, int n_pos);
  * back from it (sign -1), with table r. */
 void tiers_rope_rows(const struct hsq_tiers *t, const rope_table *r, float *x, const int32_t *pos, int n, int sign);
 
-/* Codes of one token of head h from K before RoPE and V, and back (K
+/* Codes of one token from K before RoPE and V, and back (K
  * still before RoPE). Centring K and V per head before encoding was
  * measured and made perplexity worse (docs/tiers.md), so codes hold the
  * vectors as they are. */
-hsq_status tiers_encode_token(const struct hsq_tiers *t, const tier_head *h, const float *k_pre, const float *v,
-			      uint8_t *code);
-void tiers_decode_token(const struct hsq_tiers *t, const tier_head *h, const uint8_t *code, float *k_pre, float *v);
+hsq_status tiers_encode_token(const struct hsq_tiers *t, const float *k_pre, const float *v, uint8_t *code);
+void tiers_decode_token(const struct hsq_tiers *t, const uint8_t *code, float *k_pre, float *v);
 
 /* Appends tokens to a head (capacity grows). Codes are copied; the decoded
  * working copies are made from them. */
@@ -151,7 +165,5 @@ hsq_status tiers_reserve_chunk(hsq_context *ctx, struct hsq_tiers *t, int n);
  * compression); call after every chunk. */
 hsq_status tiers_compact(struct hsq_tiers *t);
 
-/* Tokens per KV head the router fetches at context length n by default. */
-int tiers_default_budget(int n_tokens);
 
 #endif

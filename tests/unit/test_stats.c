@@ -41,28 +41,14 @@ static uint64_t u64(const gu_row *r, int i)
 	return (uint64_t)v;
 }
 
-/* Space-separated doubles; *out is malloc'ed. */
+/* Space-separated doubles, every one of them; *out is malloc'ed. */
 static size_t nums(const gu_row *r, int i, double **out)
 {
 	const char *s = gu_field(r, i);
-	size_t n = 0, cap = 16;
-	double *v = malloc(cap * sizeof *v);
-	cr_assert_not_null(v);
-	while (*s) {
-		char *end;
-		double x = strtod(s, &end);
-		cr_assert(end != s, "bad array element at '%.20s'", s);
-		if (n == cap) {
-			cap *= 2;
-			v = realloc(v, cap * sizeof *v);
-			cr_assert_not_null(v);
-		}
-		v[n++] = x;
-		s = end;
-		while (*s == ' ')
-			s++;
-	}
-	*out = v;
+	size_t n = gu_parse_doubles(s, out), words = 0;
+	for (const char *p = s; *p; p++)
+		words += *p != ' ' && (p == s || p[-1] == ' ');
+	cr_assert_eq(n, words, "bad array element in field %d ('%.20s')", i, s);
 	return n;
 }
 

@@ -105,6 +105,11 @@ static void head_free(tier_head *h)
 	free(h->g_hits);
 	free(h->l3_pos);
 	free(h->l3_code);
+	free(h->cache_group);
+	free(h->cache_used);
+	free(h->slot_of);
+	free(h->cache_k);
+	free(h->cache_v);
 }
 
 void tiers_free(struct hsq_tiers *t)
@@ -135,6 +140,9 @@ void tiers_free(struct hsq_tiers *t)
 			free(x->fpos);
 			free(x->fk);
 			free(x->fv);
+			free(x->gk);
+			free(x->gv);
+			free(x->gsize);
 			free(x->s);
 			free(x->ps);
 			free(x->covered);
@@ -324,11 +332,13 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, tier_head *h, int n, const 
 {
 	int hd = t->head_dim, ng = h->n_group + 1;
 	if (ng + 1 > h->cap_group) {
-		int c[6] = { h->cap_group, h->cap_group, h->cap_group, h->cap_group, h->cap_group, h->cap_group };
+		int c[7] = { h->cap_group, h->cap_group, h->cap_group, h->cap_group, h->cap_group, h->cap_group,
+			     h->cap_group };
 		if (GROW(h->g_start, c[0], ng + 1) || GROW(h->g_class, c[1], ng + 1) ||
 		    grow((void **)&h->sum_code, &c[2], ng + 1, tier_code3_pair(t)) ||
 		    grow((void **)&h->sum_k, &c[3], ng + 1, hd * sizeof(float)) ||
-		    grow((void **)&h->sum_v, &c[4], ng + 1, hd * sizeof(float)) || GROW(h->g_hits, c[5], ng + 1))
+		    grow((void **)&h->sum_v, &c[4], ng + 1, hd * sizeof(float)) || GROW(h->g_hits, c[5], ng + 1) ||
+		    GROW(h->slot_of, c[6], ng + 1))
 			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for %d L2 groups", ng);
 		h->cap_group = c[0];
 	}
@@ -348,6 +358,7 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, tier_head *h, int n, const 
 	h->g_start[g + 1] = need;
 	h->g_class[g] = (uint8_t)cls;
 	h->g_hits[g] = 0;
+	h->slot_of[g] = -1;
 	memcpy(h->sum_code + (size_t)g * tier_code3_pair(t), sum_code, tier_code3_pair(t));
 	hsq_codec_decode(t->c3, sum_code, 1, h->sum_k + (size_t)g * hd);
 	hsq_codec_decode(t->c3, sum_code + t->code3, 1, h->sum_v + (size_t)g * hd);

@@ -42,6 +42,16 @@ typedef struct tier_head {
 	int n_l3, cap_l3;
 	int32_t *l3_pos;       /* [n_l3] positions; ascending within a group */
 	uint8_t *l3_code;      /* [n_l3][2][code4] K (before RoPE), V */
+
+	/* Groups decoded by earlier one-token steps, kept for the next ones
+	 * (consecutive steps fetch mostly the same groups): slot s holds the
+	 * rows of group cache_group[s], K rotated to its positions. Least
+	 * recently used slots are reused. */
+	int n_slots;
+	int32_t *cache_group;  /* [n_slots] group id, -1 = empty */
+	uint64_t *cache_used;  /* [n_slots] attend call that last read the slot */
+	int32_t *slot_of;      /* [cap_group] slot holding each group, -1 = none */
+	float *cache_k, *cache_v; /* [n_slots][group_size][head_dim] */
 } tier_head;
 
 typedef struct tier_layer {
@@ -76,6 +86,7 @@ struct hsq_tiers {
 	int n_rope;
 	rope_table rope[4];
 	int budget;                  /* tokens per KV head, HSQ_BUDGET_ALL or HSQ_BUDGET_DEFAULT */
+	uint64_t n_attend;           /* attend calls so far: the decoded-group cache's clock */
 	int n_tokens;                /* positions covered (snapshot + appended) */
 	hsq_trace_fn trace;
 	void *trace_user;
@@ -91,7 +102,9 @@ typedef struct tier_scratch {
 	void *rank;            /* [cap_groups] ranking pairs */
 	uint8_t *fetched;      /* [cap_groups] 1 = fetched this step */
 	int32_t *fpos;         /* [cap_fetch] positions of fetched tokens */
-	float *fk, *fv;        /* [cap_fetch][head_dim] fetched K (rotated), V */
+	float *fk, *fv;        /* [cap_fetch][head_dim] fetched K (rotated), V, when not cached */
+	const float **gk, **gv; /* [cap_groups] rows of each fetched group (cache or fk/fv) */
+	int *gsize;            /* [cap_groups] tokens of each fetched group */
 	float *s;              /* [cap_scores] attention weights */
 	float *ps;             /* [cap_pos] probe: true scores */
 	uint8_t *covered;      /* [cap_pos] probe: positions L1/fetch/tail hold */

@@ -52,10 +52,12 @@ static hsq_status ensure_scratch(struct hsq_tiers *t, int groups, int fetch, int
 	int hd = t->head_dim;
 	for (int i = 0; i < t->n_threads; i++) {
 		tier_scratch *x = &t->scratch[i];
-		if (groups > x->cap_groups) {
+		if (groups > x->cap_groups || !x->gk) {
 			if (reserve((void **)&x->gscore, groups, sizeof(float)) ||
 			    reserve(&x->rank, groups, sizeof(ranked_group)) ||
-			    reserve((void **)&x->fetched, groups, 1))
+			    reserve((void **)&x->fetched, groups, 1) || reserve((void **)&x->gk, groups, sizeof *x->gk) ||
+			    reserve((void **)&x->gv, groups, sizeof *x->gv) ||
+			    reserve((void **)&x->gsize, groups, sizeof *x->gsize))
 				goto nomem;
 			x->cap_groups = groups;
 		}
@@ -98,7 +100,33 @@ typedef struct attend_job {
 	int *n_trace;          /* [n * H] */
 	int max_groups;
 	double *recall;        /* [n * H] summed over the head's query heads */
+	int use_cache;         /* one-token chunk: one task per head, so the
+				* head's decoded-group cache has one user */
+	uint64_t stamp;        /* this call's clock value for the cache */
 } attend_job;
+
+/* The slot for group k: the one holding it (its stamp refreshed), else
+ * the least recently used slot not read in this call, emptied for the
+ * caller to decode into, else -1 (the caller decodes into scratch). */
+static int cache_slot(tier_head *h, int k, uint64_t stamp)
+{
+	int s = h->slot_of[k];
+	if (s >= 0) {
+		h->cache_used[s] = stamp;
+		return s;
+	}
+	int best = -1;
+	for (int i = 0; i < h->n_slots; i++)
+		if (h->cache_used[i] != stamp && (best < 0 || h->cache_used[i] < h->cache_used[best]))
+			best = i;
+	if (best < 0)
+		return -1;
+	if (h->cache_group[best] >= 0)
+		h->slot_of[h->cache_group[best]] = -1;
+	h->cache_group[best] = -1;
+	h->cache_used[best] = stamp;
+	return best;
+}
 
 static void attend_task(void *arg, int task, int thread)
 {
@@ -141,19 +169,40 @@ static void attend_task(void *arg, int task, int thread)
 				total += size;
 			}
 		}
-		/* 2. fetch, in group order */
+		/* 2. fetch, in group order: from the cache, or decoded */
 		int32_t *tr = j->trace + (size_t)task * j->max_groups;
+		int n_decoded = 0; /* rows decoded into x->fk/fv */
 		for (int k = 0; k < h->n_group; k++) {
 			if (!x->fetched[k])
 				continue;
-			tr[n_groups_fetched] = k;
-			n_groups_fetched++;
-			for (int i = h->g_start[k]; i < h->g_start[k + 1]; i++, n_fetch++) {
-				const uint8_t *code = h->l3_code + (size_t)i * tier_code4_pair(t);
-				float *fk = x->fk + (size_t)n_fetch * hd;
-				tiers_decode_token(t, code, fk, x->fv + (size_t)n_fetch * hd);
-				tiers_rope_rows(t, R, fk, &h->l3_pos[i], 1, +1);
-				x->fpos[n_fetch] = h->l3_pos[i];
+			int first = h->g_start[k], size = h->g_start[k + 1] - first, f = n_groups_fetched++;
+			tr[f] = k;
+			x->gsize[f] = size;
+			for (int i = 0; i < size; i++)
+				x->fpos[n_fetch + i] = h->l3_pos[first + i];
+			n_fetch += size;
+			int slot = j->use_cache ? cache_slot(h, k, j->stamp) : -1;
+			float *dk, *dv;
+			if (slot >= 0) {
+				x->gk[f] = h->cache_k + (size_t)slot * t->params.group_size * hd;
+				x->gv[f] = h->cache_v + (size_t)slot * t->params.group_size * hd;
+				if (h->cache_group[slot] == k)
+					continue; /* hit */
+				h->cache_group[slot] = k;
+				h->slot_of[k] = slot;
+				dk = (float *)x->gk[f];
+				dv = (float *)x->gv[f];
+			} else {
+				dk = x->fk + (size_t)n_decoded * hd;
+				dv = x->fv + (size_t)n_decoded * hd;
+				x->gk[f] = dk;
+				x->gv[f] = dv;
+				n_decoded += size;
+			}
+			for (int i = 0; i < size; i++) {
+				tiers_decode_token(t, h->l3_code + (size_t)(first + i) * tier_code4_pair(t), dk + (size_t)i * hd,
+						   dv + (size_t)i * hd);
+				tiers_rope_rows(t, R, dk + (size_t)i * hd, &h->l3_pos[first + i], 1, +1);
 			}
 		}
 	}
@@ -177,8 +226,9 @@ static void attend_task(void *arg, int task, int thread)
 				    logf((float)(h->g_start[k + 1] - h->g_start[k]));
 			s[ns++] = v;
 		}
-		for (int i = 0; i < n_fetch; i++)
-			s[ns++] = dot_f32(q, x->fk + (size_t)i * hd, hd) * t->attn_scale;
+		for (int f = 0; f < n_groups_fetched; f++)
+			for (int i = 0; i < x->gsize[f]; i++)
+				s[ns++] = dot_f32(q, x->gk[f] + (size_t)i * hd, hd) * t->attn_scale;
 		for (int i = 0; i < L->n_tail; i++) {
 			int tp = L->tail_pos[i];
 			s[ns++] = tp >= wfirst && tp <= p ? dot_f32(q, L->tail_k + i * kvw + (size_t)g * hd, hd) * t->attn_scale
@@ -201,9 +251,10 @@ static void attend_task(void *arg, int task, int thread)
 		for (int k = 0; k < h->n_group; k++, ns++)
 			if (s[ns] != 0.0f)
 				axpy_f32(o, s[ns] * inv, h->sum_v + (size_t)k * hd, hd);
-		for (int i = 0; i < n_fetch; i++, ns++)
-			if (s[ns] != 0.0f)
-				axpy_f32(o, s[ns] * inv, x->fv + (size_t)i * hd, hd);
+		for (int f = 0; f < n_groups_fetched; f++)
+			for (int i = 0; i < x->gsize[f]; i++, ns++)
+				if (s[ns] != 0.0f)
+					axpy_f32(o, s[ns] * inv, x->gv[f] + (size_t)i * hd, hd);
 		for (int i = 0; i < L->n_tail; i++, ns++)
 			if (s[ns] != 0.0f)
 				axpy_f32(o, s[ns] * inv, L->tail_v + i * kvw + (size_t)g * hd, hd);
@@ -265,6 +316,8 @@ void tiers_attend(hsq_context *ctx, struct hsq_tiers *t, int layer, const float 
 						     : t->budget;
 	for (int h = 0; h < H; h++)
 		j.max_groups = L->heads[h].n_group > j.max_groups ? L->heads[h].n_group : j.max_groups;
+	j.use_cache = n == 1 && t->mode == HSQ_MODE_HSQ;
+	j.stamp = ++t->n_attend;
 	j.trace = ctx->tier_trace_buf;
 	j.n_trace = ctx->tier_trace_count;
 	j.recall = full_k ? ctx->tier_recall_buf : NULL;
@@ -323,6 +376,38 @@ hsq_status tiers_reserve_chunk(hsq_context *ctx, struct hsq_tiers *t, int n)
 		ctx->tier_recall_buf = rb;
 	if (!tc || !rb)
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the router trace");
+	/* decoded-group caches for one-token steps: room for the groups of a
+	 * full budget if they were all medium (budget / 8), plus slack */
+	if (n == 1 && t->mode == HSQ_MODE_HSQ) {
+		int gs = t->params.group_size, hd = t->head_dim;
+		for (int l = 0; l < t->n_layer; l++)
+			for (int hh = 0; hh < H; hh++) {
+				tier_head *x = &t->layers[l].heads[hh];
+				int want = budget / 8 + 16;
+				want = want < x->n_group ? want : x->n_group;
+				if (want <= x->n_slots)
+					continue;
+				int32_t *cg = realloc(x->cache_group, (size_t)want * sizeof *cg);
+				if (cg)
+					x->cache_group = cg;
+				uint64_t *cu = cg ? realloc(x->cache_used, (size_t)want * sizeof *cu) : NULL;
+				if (cu)
+					x->cache_used = cu;
+				float *ck = cu ? realloc(x->cache_k, (size_t)want * gs * hd * sizeof *ck) : NULL;
+				if (ck)
+					x->cache_k = ck;
+				float *cv = ck ? realloc(x->cache_v, (size_t)want * gs * hd * sizeof *cv) : NULL;
+				if (cv)
+					x->cache_v = cv;
+				if (!cv)
+					return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the decoded-group cache");
+				for (int i = x->n_slots; i < want; i++) {
+					x->cache_group[i] = -1;
+					x->cache_used[i] = 0;
+				}
+				x->n_slots = want;
+			}
+	}
 	/* tail room: the chunk on top of what is there */
 	for (int l = 0; l < t->n_layer; l++) {
 		tier_layer *L = &t->layers[l];

@@ -19,6 +19,9 @@
  *                   continuation and the mean negative log-likelihood of
  *                   the document's own next tokens rises by < 0.15 nats
  *                   (keys at wrong positions cost far more);
+ *   group cache     one-token steps (fetched groups kept decoded between
+ *                   steps, least recently used reused) give bit for bit the
+ *                   logits of the same tokens in one chunk (decoded afresh);
  *   online          64 decode steps past the window turn tail tokens into
  *                   groups (counts grow, the tail stays bounded);
  *   snapshots       save -> load gives the same logits, bit for bit; a
@@ -209,6 +212,26 @@ Test(tiers, routing_respects_budget_and_recall_grows)
 			cr_assert_gt(mean, 0.999999, "fetching everything must capture all the mass (%g)", mean);
 		hsq_context_free(h);
 	}
+	close_doc(&d);
+}
+
+Test(tiers, group_cache_changes_nothing)
+{
+	doc_ctx d;
+	open_doc(&d, "tiers group cache");
+	hsq_context *a = prefill(&d, HSQ_MODE_HSQ), *b = prefill(&d, HSQ_MODE_HSQ);
+	cr_assert_eq(hsq_context_set_budget(a, 64), HSQ_OK);
+	cr_assert_eq(hsq_context_set_budget(b, 64), HSQ_OK);
+	size_t V = (size_t)d.info.n_vocab;
+	float *one = continue_logits(&d, a), *chunk = malloc(N_NEXT * V * sizeof *chunk);
+	cr_assert_eq(hsq_context_eval(b, d.next, N_NEXT, chunk, 1), HSQ_OK, "%s", hsq_last_error());
+	cr_assert_eq(memcmp(one, chunk, N_NEXT * V * sizeof *one), 0,
+		     "cached one-token steps differ from the same tokens decoded in one chunk (max %g)",
+		     max_abs_diff(one, chunk, N_NEXT * V));
+	free(one);
+	free(chunk);
+	hsq_context_free(a);
+	hsq_context_free(b);
 	close_doc(&d);
 }
 

@@ -35,7 +35,7 @@ UNIT_BINS = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%) $(GOLDEN_SRC:tests/u
 MAN_PAGES = $(wildcard man/*.[157])
 HEADERS   = $(wildcard lib/*.h)
 
-.PHONY: all check unit cli demo model gemma test-models deps bench bench-codecs bench-tiers completions install uninstall clean distclean
+.PHONY: all check unit cli demo model gemma test-models deps bench bench-codecs bench-tiers bench-needle completions install uninstall clean distclean
 
 all: $(BUILD)/libhsq.a $(BUILD)/libhsq.so $(BINS) $(BUILD)/hsq.pc
 
@@ -172,9 +172,19 @@ bench-codecs: $(BUILD)/bench/bench_codecs
 	$(BUILD)/bench/bench_codecs
 
 # HSQ vs full vs quant on State of the Union addresses from 1951 on (read in
-# place from ../shared/corpora): TIERS_CTX context tokens, 512 scored, 128
-# generated, TIERS_DOCS documents of at least 40 KB.
+# place from ../shared/corpora, joined into samples of >= 48 KB by
+# bench/tiers.sh): TIERS_CTX context tokens, 512 scored, 256 generated,
+# TIERS_DOCS samples.
 TIERS_CTX ?= 7680
-TIERS_DOCS ?= 6
+TIERS_DOCS ?= 20
 bench-tiers: $(BUILD)/bench/tiers_quality model
 	sh bench/tiers.sh $(BUILD)/bench/tiers_quality '$(MODEL)' $(TIERS_CTX) $(TIERS_DOCS)
+
+# Needle in a haystack, paired over full, quant and hsq (bench/needle.c):
+# NEEDLE_TRIALS trials at NEEDLE_CTX tokens, haystack from kjv.txt.
+NEEDLE_CTX ?= 4096
+NEEDLE_TRIALS ?= 50
+bench-needle: $(BUILD)/bench/needle model
+	@if [ -f ../shared/corpora/kjv.txt ]; then \
+		$(BUILD)/bench/needle '$(MODEL)' 2 $(NEEDLE_CTX) $(NEEDLE_TRIALS) ../shared/corpora/kjv.txt 1; \
+	else echo "SKIP: bench-needle: ../shared/corpora/kjv.txt is absent"; fi

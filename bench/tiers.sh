@@ -1,17 +1,35 @@
 #!/bin/sh
-# bench/tiers.sh BIN MODEL CTX N_DOCS - runs bench/tiers_quality on State of
-# the Union addresses from 1951 on that are at least 40 KB (so CTX + 512
-# tokens fit), in chronological order, 2 threads. Prints the per-document
-# lines and the summary (ratios to full from the same run).
+# bench/tiers.sh BIN MODEL CTX N_SAMPLES [N_GEN] - runs bench/tiers_quality
+# (2 threads, 512 scored tokens, N_GEN generated, default 256) on samples of
+# the State of the Union addresses from 1951 on: the addresses in
+# chronological order are cut into consecutive, non-overlapping samples, each
+# one address or several joined (blank line between) until it holds at least
+# 48 KB, enough for CTX + 512 tokens at 8K. The samples are written to
+# bench/out/sotu-samples/ and listed with their addresses first.
 set -eu
-bin=$1 model=$2 ctx=$3 n=$4
+bin=$1 model=$2 ctx=$3 n=$4 gen=${5:-256}
 dir=${HSQ_CORPORA:-../shared/corpora}/sotu
 if [ ! -d "$dir" ]; then
 	echo "SKIP: bench-tiers: $dir is absent (the evaluation corpus lives in ../shared)"
 	exit 0
 fi
-docs=$(for f in "$dir"/*.txt; do
+out=bench/out/sotu-samples
+rm -rf "$out"
+mkdir -p "$out"
+i=0 size=0 members=
+for f in "$dir"/*.txt; do
 	y=$(basename "$f" | cut -c1-4)
-	[ "$y" -ge 1951 ] && [ "$(wc -c < "$f")" -ge 40000 ] && echo "$f"
-done | head -n "$n")
-exec "$bin" "$model" 2 "$ctx" 512 128 $docs
+	[ "$y" -ge 1951 ] || continue
+	[ "$i" -lt "$n" ] || break
+	s=$(printf '%s/sample-%02d.txt' "$out" "$i")
+	[ "$size" -gt 0 ] && printf '\n\n' >> "$s"
+	cat "$f" >> "$s"
+	members="$members $(basename "$f" .txt)"
+	size=$(wc -c < "$s")
+	if [ "$size" -ge 48000 ]; then
+		echo "# $(basename "$s"):$members"
+		i=$((i + 1)) size=0 members=
+	fi
+done
+[ "$size" -gt 0 ] && rm -f "$s" # an unfinished last sample
+exec "$bin" "$model" 2 "$ctx" 512 "$gen" "$out"/sample-*.txt

@@ -1,11 +1,14 @@
-/* bench_util.h - what the benchmark programs share: a monotonic clock and
- * reading a whole text file. */
+/* bench_util.h - what the benchmark programs share: a monotonic clock,
+ * reading a whole text file, tier parameters from the environment. */
 #ifndef HSQ_BENCH_UTIL_H
 #define HSQ_BENCH_UTIL_H
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+#include "hsq.h"
 
 /* Seconds on the monotonic clock. */
 static inline double bench_now(void)
@@ -36,6 +39,35 @@ static inline char *bench_read_file(const char *path, size_t *len)
 		*len = (size_t)n;
 	}
 	return buf;
+}
+
+/* Default tier parameters, overridden from the environment to try
+ * alternatives: HSQ_Q_READER (key-norm), HSQ_Q_COMPRESSOR (mean,
+ * obs-weighted), HSQ_Q_GROUP, HSQ_Q_L1, HSQ_Q_WINDOW, HSQ_Q_MEDIUM. */
+static inline hsq_tier_params bench_tier_params(void)
+{
+	hsq_tier_params p = hsq_tier_default_params();
+	const char *e;
+	if ((e = getenv("HSQ_Q_READER")))
+		p.reader = !strcmp(e, "key-norm") ? HSQ_READER_KEY_NORM : HSQ_READER_OBS_ATTENTION;
+	if ((e = getenv("HSQ_Q_COMPRESSOR")))
+		p.compressor = !strcmp(e, "obs-weighted") ? HSQ_COMPRESSOR_OBS_WEIGHTED : HSQ_COMPRESSOR_MEAN;
+	if ((e = getenv("HSQ_Q_GROUP")))
+		p.group_size = atoi(e);
+	if ((e = getenv("HSQ_Q_L1")))
+		p.l1_fraction = (float)atof(e);
+	if ((e = getenv("HSQ_Q_WINDOW")))
+		p.window = atoi(e);
+	if ((e = getenv("HSQ_Q_MEDIUM")))
+		p.medium_fraction = (float)atof(e);
+	return p;
+}
+
+/* The routing budget from HSQ_Q_BUDGET (tokens), else the default. */
+static inline hsq_status bench_set_budget(hsq_context *ctx)
+{
+	const char *b = getenv("HSQ_Q_BUDGET");
+	return b && hsq_context_mode(ctx) == HSQ_MODE_HSQ ? hsq_context_set_budget(ctx, atoi(b)) : HSQ_OK;
 }
 
 #endif

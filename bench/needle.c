@@ -13,7 +13,9 @@
  * evaluates those 32 tokens (the reader's observation window), is
  * compressed, then reads the question and answers greedily (24 tokens).
  * A trial succeeds when the answer contains the number. The same haystack,
- * needle, position and question serve every method (paired trials).
+ * needle, position and question serve every method (paired trials). Tier
+ * parameters and budget can be changed through the environment
+ * (bench_util.h: HSQ_Q_GROUP, HSQ_Q_BUDGET, ...).
  *
  * Prints one line per trial and success counts per method and depth, with
  * the discordant pairs of each method against full. */
@@ -97,6 +99,7 @@ int main(int argc, char **argv)
 	hsq_token *open = tokenize(model, all, 1, &n_open);
 	const char *close_text = cut + 1;
 
+	hsq_tier_params tp = bench_tier_params();
 	char snap[64];
 	snprintf(snap, sizeof snap, "/tmp/needle-%d.hsq", (int)getpid());
 	size_t V = (size_t)mi.n_vocab;
@@ -156,7 +159,7 @@ int main(int argc, char **argv)
 			hsq_context *ctx;
 			if (hsq_snapshot_load(model, snap, &cp, &ctx) ||
 			    hsq_context_eval(ctx, prompt + n_ctx_tokens - N_OBS, N_OBS, NULL, 0) ||
-			    hsq_context_compress(ctx, methods[m], NULL) ||
+			    hsq_context_compress(ctx, methods[m], &tp) || bench_set_budget(ctx) ||
 			    hsq_context_eval(ctx, prompt + n_ctx_tokens, n_question, logits, 0))
 				die("method");
 			hsq_detok dt = { { 0 }, 0 };

@@ -74,25 +74,6 @@ typedef struct method_total {
 	int n_docs;
 } method_total;
 
-static hsq_tier_params params_from_env(void)
-{
-	hsq_tier_params p = hsq_tier_default_params();
-	const char *e;
-	if ((e = getenv("HSQ_Q_READER")))
-		p.reader = !strcmp(e, "key-norm") ? HSQ_READER_KEY_NORM : HSQ_READER_OBS_ATTENTION;
-	if ((e = getenv("HSQ_Q_COMPRESSOR")))
-		p.compressor = !strcmp(e, "obs-weighted") ? HSQ_COMPRESSOR_OBS_WEIGHTED : HSQ_COMPRESSOR_MEAN;
-	if ((e = getenv("HSQ_Q_GROUP")))
-		p.group_size = atoi(e);
-	if ((e = getenv("HSQ_Q_L1")))
-		p.l1_fraction = (float)atof(e);
-	if ((e = getenv("HSQ_Q_WINDOW")))
-		p.window = atoi(e);
-	if ((e = getenv("HSQ_Q_MEDIUM")))
-		p.medium_fraction = (float)atof(e);
-	return p;
-}
-
 /* A context at the document's context end: load the snapshot of the first
  * n_ctx - 32 tokens, evaluate the last 32, compress to mode. */
 static hsq_context *open_method(hsq_model *model, const char *snap, const hsq_context_params *cp,
@@ -106,11 +87,10 @@ static hsq_context *open_method(hsq_model *model, const char *snap, const hsq_co
 		*t_load = bench_now() - t0;
 	if (hsq_context_eval(ctx, doc + n_ctx - N_OBS, N_OBS, logits, 0))
 		die("eval");
-	hsq_tier_params p = params_from_env();
+	hsq_tier_params p = bench_tier_params();
 	if (hsq_context_compress(ctx, mode, &p))
 		die("compress");
-	const char *b = getenv("HSQ_Q_BUDGET");
-	if (mode == HSQ_MODE_HSQ && b && hsq_context_set_budget(ctx, atoi(b)))
+	if (bench_set_budget(ctx))
 		die("budget");
 	return ctx;
 }

@@ -23,6 +23,9 @@ LIB_SRC   = $(sort $(wildcard lib/*.c))
 LIB_OBJ   = $(LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
 SAN_OBJ   = $(LIB_SRC:lib/%.c=$(BUILD)/san/lib/%.o)
 CLI_SRC   = $(filter-out cmd/hsq-%.c,$(wildcard cmd/*.c))
+# hsq-eval's model-based subcommands (needle, ppl, agree, bench) live in
+# cmd/eval/ and are linked into hsq-eval only (TOOL_SRC, set per target).
+EVAL_SRC  = $(sort $(wildcard cmd/eval/*.c))
 TOOLS     = $(patsubst cmd/%.c,%,$(wildcard cmd/hsq-*.c))
 BINS      = $(TOOLS:%=$(BUILD)/bin/%)
 SAN_BINS  = $(TOOLS:%=$(BUILD)/san/bin/%)
@@ -61,11 +64,14 @@ $(BUILD)/libhsq-san.a: $(SAN_OBJ)
 
 $(BUILD)/bin/%: cmd/%.c $(CLI_SRC) cmd/*.h lib/hsq.h $(BUILD)/libhsq.a
 	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Icmd $(WARN) $(CFLAGS) $< $(CLI_SRC) $(BUILD)/libhsq.a $(LIBS) -o $@
+	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Icmd $(WARN) $(CFLAGS) $< $(CLI_SRC) $(TOOL_SRC) $(BUILD)/libhsq.a $(LIBS) -o $@
 
 $(BUILD)/san/bin/%: cmd/%.c $(CLI_SRC) cmd/*.h lib/hsq.h $(BUILD)/libhsq-san.a
 	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Icmd $(WARN) $(CFLAGS) $(SAN_FLAGS) $< $(CLI_SRC) $(BUILD)/libhsq-san.a $(LIBS) -o $@
+	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Icmd $(WARN) $(CFLAGS) $(SAN_FLAGS) $< $(CLI_SRC) $(TOOL_SRC) $(BUILD)/libhsq-san.a $(LIBS) -o $@
+
+$(BUILD)/bin/hsq-eval $(BUILD)/san/bin/hsq-eval: TOOL_SRC = $(EVAL_SRC)
+$(BUILD)/bin/hsq-eval $(BUILD)/san/bin/hsq-eval: $(EVAL_SRC) $(wildcard cmd/eval/*.h)
 
 $(BUILD)/san/tests/%: tests/unit/%.c tests/unit/*.h $(BUILD)/libhsq-san.a
 	@mkdir -p $(@D)

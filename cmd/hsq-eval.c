@@ -1,6 +1,8 @@
 /* hsq-eval - evaluation tools for hsq. A dispatcher over subcommands, each
  * with its own option table; `codecs` runs the controlled KV codec study
- * (regimes x codecs x bit widths x seeds x two random streams). */
+ * (regimes x codecs x bit widths x seeds x two random streams); `needle`,
+ * `ppl`, `agree` and `bench` run a model with each KV method on the same
+ * tokens (cmd/eval/). */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "eval/eval.h"
 
 static const char PROG[] = "hsq-eval";
 
@@ -24,6 +27,10 @@ static int cmd_codecs(int argc, char **argv);
 
 static const subcommand subcommands[] = {
 	{ "codecs", cmd_codecs, "compare KV codecs on synthetic regimes, with statistics over seeds" },
+	{ "needle", eval_needle, "needle in a haystack over lengths and depths, paired over the KV methods" },
+	{ "ppl", eval_ppl, "perplexity after a compressed context, ratio to full with intervals" },
+	{ "agree", eval_agree, "greedy agreement with full, teacher-forced on full's tokens" },
+	{ "bench", eval_bench, "speed, tier sizes, snapshot size and memory per method and length" },
 	{ 0 },
 };
 
@@ -661,7 +668,7 @@ static void main_help(FILE *out)
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		cli_usage_error(PROG, "missing subcommand (codecs)");
+		cli_usage_error(PROG, "missing subcommand (codecs, needle, ppl, agree or bench)");
 	const char *name = argv[1];
 	if (!strcmp(name, "-h") || !strcmp(name, "--help")) {
 		main_help(stdout);
@@ -676,5 +683,5 @@ int main(int argc, char **argv)
 			return s->run(argc - 1, argv + 1);
 	if (name[0] == '-')
 		cli_usage_error(PROG, "option '%s' before the subcommand; options follow it", name);
-	cli_usage_error(PROG, "unknown subcommand '%s' (codecs)", name);
+	cli_usage_error(PROG, "unknown subcommand '%s' (codecs, needle, ppl, agree or bench)", name);
 }

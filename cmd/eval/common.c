@@ -1,0 +1,311 @@
+/* common.c - options every model-based subcommand of hsq-eval shares, list
+ * parsing, progress lines, and the growable text buffer the JSON writers
+ * use. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "eval.h"
+
+void eval_common_init(eval_common *c, const char *sub)
+{
+	memset(c, 0, sizeof *c);
+	c->sub = sub;
+	c->n_methods = EVAL_MAX_METHODS;
+	c->methods[0] = HSQ_MODE_FULL;
+	c->methods[1] = HSQ_MODE_QUANT;
+	c->methods[2] = HSQ_MODE_HSQ;
+	c->methods[3] = HSQ_MODE_STREAMING;
+	c->methods[4] = HSQ_MODE_SNAPKV;
+	c->budget = HSQ_BUDGET_DEFAULT;
+	snprintf(c->log_default, sizeof c->log_default, "hsq-eval-%s.jsonl", sub);
+	c->log_path = c->log_default;
+}
+
+int eval_method_index(const eval_common *c, hsq_snapshot_mode mode)
+{
+	for (int i = 0; i < c->n_methods; i++)
+		if (c->methods[i] == mode)
+			return i;
+	return -1;
+}
+
+/* --methods: full always comes first (every comparison is against it, and
+ * agree needs its tokens before the others run); the rest keep the order
+ * given. */
+static void parse_methods(eval_common *c, const char *value)
+{
+	char buf[256];
+	if (strlen(value) >= sizeof buf)
+		cli_usage_error(EVAL_PROG, "--methods: list too long");
+	strcpy(buf, value);
+	c->n_methods = 1;
+	c->methods[0] = HSQ_MODE_FULL;
+	int given = 0;
+	for (char *item = buf, *next; item; item = next) {
+		next = strchr(item, ',');
+		if (next)
+			*next++ = '\0';
+		hsq_snapshot_mode m;
+		if (!*item)
+			cli_usage_error(EVAL_PROG, "--methods '%s' has an empty item; separate methods by single commas",
+					value);
+		if (hsq_mode_parse(item, &m) != HSQ_OK)
+			cli_usage_error(EVAL_PROG,
+					"--methods: unknown method '%s'; use full, quant, hsq, streaming or snapkv", item);
+		if (m == HSQ_MODE_FULL && !(given & (1 << m))) {
+			given |= 1 << m;
+			continue;
+		}
+		if (given & (1 << m))
+			cli_usage_error(EVAL_PROG, "--methods lists '%s' twice", item);
+		given |= 1 << m;
+		c->methods[c->n_methods++] = m;
+	}
+}
+
+int eval_common_option(eval_common *c, int id, const char *arg)
+{
+	switch (id) {
+	case EOPT_MODEL: c->model_arg = arg; return 1;
+	case EOPT_THREADS: c->threads = (int)cli_long(EVAL_PROG, "--threads", arg, 0, 1024); return 1;
+	case EOPT_QUIET: c->quiet = 1; return 1;
+	case EOPT_METHODS: parse_methods(c, arg); return 1;
+	case EOPT_BUDGET:
+		c->budget = !strcmp(arg, "all")	      ? HSQ_BUDGET_ALL
+			    : !strcmp(arg, "default") ? HSQ_BUDGET_DEFAULT
+						      : (int)cli_long(EVAL_PROG, "--budget", arg, 0, 1 << 24);
+		return 1;
+	case EOPT_JSON: c->json_path = arg; return 1;
+	case EOPT_CSV: c->csv_path = arg; return 1;
+	case EOPT_REPORT: c->report_dir = arg; return 1;
+	case EOPT_LOG: c->log_path = arg; return 1;
+	case EOPT_RESUME: c->resume = 1; return 1;
+	case EOPT_FORCE: c->force = 1; return 1;
+	default: return 0;
+	}
+}
+
+void eval_common_finish(eval_common *c)
+{
+	if (c->resume && c->force)
+		cli_usage_error(EVAL_PROG, "--resume and --force exclude each other: --resume continues the log, "
+					   "--force starts it afresh");
+	const char *paths[4] = { c->json_path, c->csv_path, c->report_dir, c->log_path };
+	static const char *names[4] = { "--json", "--csv", "--report", "--log" };
+	for (int i = 0; i < 4; i++)
+		if (paths[i] && !*paths[i])
+			cli_usage_error(EVAL_PROG, "%s needs a non-empty path", names[i]);
+	if (c->json_path && c->csv_path && !strcmp(c->json_path, c->csv_path))
+		cli_usage_error(EVAL_PROG, "--json and --csv name the same file '%s'", c->json_path);
+	for (int i = 0; i < 2; i++)
+		if (paths[i] && !strcmp(paths[i], c->log_path))
+			cli_usage_error(EVAL_PROG, "%s names the trial log '%s'; give another file", names[i],
+					c->log_path);
+}
+
+const char *eval_budget_name(int budget, char *buf, size_t cap)
+{
+	if (budget == HSQ_BUDGET_DEFAULT)
+		return "default";
+	if (budget == HSQ_BUDGET_ALL)
+		return "all";
+	snprintf(buf, cap, "%d", budget);
+	return buf;
+}
+
+int eval_parse_ints(const char *opt, const char *value, long lo, long hi, int *out, int cap)
+{
+	int n = 0;
+	const char *p = value;
+	for (;;) {
+		char *end;
+		errno = 0;
+		long v = strtol(p, &end, 10);
+		if (errno || end == p || (*end && *end != ',') || v < lo || v > hi || *p == '+' || *p == ' ')
+			cli_usage_error(EVAL_PROG, "%s expects comma-separated integers from %ld to %ld, not '%s'", opt,
+					lo, hi, value);
+		if (n == cap)
+			cli_usage_error(EVAL_PROG, "%s: at most %d items", opt, cap);
+		for (int i = 0; i < n; i++)
+			if (out[i] == (int)v)
+				cli_usage_error(EVAL_PROG, "%s lists %ld twice", opt, v);
+		out[n++] = (int)v;
+		if (!*end)
+			return n;
+		p = end + 1;
+	}
+}
+
+int eval_parse_files(const char *opt, const char *value, const char **out, int cap)
+{
+	char *copy = strdup(value); /* lives as long as the run: the names point into it */
+	if (!copy)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+	int n = 0;
+	for (char *item = copy, *next; item; item = next) {
+		next = strchr(item, ',');
+		if (next)
+			*next++ = '\0';
+		if (!*item)
+			cli_usage_error(EVAL_PROG, "%s '%s' has an empty file name; separate files by single commas", opt,
+					value);
+		if (n == cap)
+			cli_usage_error(EVAL_PROG, "%s: at most %d files", opt, cap);
+		out[n++] = item;
+	}
+	return n;
+}
+
+void eval_progress(const eval_common *c, const char *fmt, ...)
+{
+	if (c->quiet)
+		return;
+	va_list ap;
+	fprintf(stderr, "%s %s: ", EVAL_PROG, c->sub);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void eval_flush_stdout(void)
+{
+	if (fflush(stdout) != 0 || ferror(stdout))
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot write to standard output: %s", strerror(errno));
+}
+
+/* ------------------------------------------------------------- sbuf */
+
+static void sb_reserve(sbuf *b, size_t more)
+{
+	if (b->len + more + 1 <= b->cap)
+		return;
+	size_t cap = b->cap ? b->cap : 256;
+	while (cap < b->len + more + 1)
+		cap *= 2;
+	char *s = realloc(b->s, cap);
+	if (!s)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+	b->s = s;
+	b->cap = cap;
+}
+
+void sb_printf(sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot format output");
+	sb_reserve(b, (size_t)n);
+	va_start(ap, fmt);
+	vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+void sb_putc(sbuf *b, char ch)
+{
+	sb_reserve(b, 1);
+	b->s[b->len++] = ch;
+	b->s[b->len] = '\0';
+}
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0. */
+static int utf8_len(const unsigned char *s)
+{
+	unsigned c = s[0];
+	int n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+	if (n == 0 || (n == 2 && c < 0xc2) || (n == 4 && c > 0xf4))
+		return 0;
+	for (int i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if (n == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0)))
+		return 0; /* overlong, or a surrogate */
+	if (n == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90)))
+		return 0;
+	return n;
+}
+
+void sb_jstr(sbuf *b, const char *s)
+{
+	sb_putc(b, '"');
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
+		if (*p == '"' || *p == '\\') {
+			sb_putc(b, '\\');
+			sb_putc(b, (char)*p++);
+		} else if (*p < 0x20) {
+			sb_printf(b, "\\u%04x", *p++);
+		} else {
+			int n = utf8_len(p);
+			if (n == 0) {
+				sb_printf(b, "\\ufffd"); /* model output may split a character */
+				p++;
+				continue;
+			}
+			for (int i = 0; i < n; i++)
+				sb_putc(b, (char)*p++);
+		}
+	}
+	sb_putc(b, '"');
+}
+
+void sb_jnum(sbuf *b, double v)
+{
+	if (isfinite(v))
+		sb_printf(b, "%.17g", v);
+	else
+		sb_printf(b, "null");
+}
+
+void sb_jnum6(sbuf *b, double v)
+{
+	if (isfinite(v))
+		sb_printf(b, "%.6g", v);
+	else
+		sb_printf(b, "null");
+}
+
+void sb_free(sbuf *b)
+{
+	free(b->s);
+	memset(b, 0, sizeof *b);
+}
+
+/* ------------------------------------------------------------- misc */
+
+void eval_fnv1a_hex(const void *p, size_t n, char out[17])
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < n; i++) {
+		h ^= ((const unsigned char *)p)[i];
+		h *= 0x100000001b3ull;
+	}
+	snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
+uint64_t eval_rss_peak(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return 0;
+	return (uint64_t)ru.ru_maxrss * 1024; /* Linux reports KiB */
+}
+
+uint64_t eval_rss_now(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long size, resident;
+	int ok = f && fscanf(f, "%lu %lu", &size, &resident) == 2;
+	if (f)
+		fclose(f);
+	long page = sysconf(_SC_PAGESIZE);
+	return ok && page > 0 ? (uint64_t)resident * (uint64_t)page : 0;
+}

@@ -1,0 +1,878 @@
+/* needle.c - hsq-eval needle: needle in a haystack over a grid of context
+ * lengths and depths, every trial paired over the methods.
+ *
+ * A trial (length, depth, index): a haystack cut from the --haystack text
+ * at an offset drawn from the seed, with K needles "The special magic
+ * number for CITY is NNNNNNN." (the asked one at the cell's depth, the
+ * others spread over the remaining depths), inside a chat user turn that
+ * ends with the question, as hsq-prefill --chat and hsq-decode --chat
+ * would build it. Every method answers greedily from the same tokens; a
+ * trial succeeds when the answer contains the number. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eval.h"
+
+#define N_ANSWER 24   /* greedy answer tokens */
+#define MIN_HAYSTACK 64
+#define MAX_KEYS 16
+
+static const char USAGE[] = "hsq-eval needle [options] --haystack FILES";
+static const char DESCRIPTION[] =
+	"Needle in a haystack: for every context length, depth and trial, hide K needles \"The\n"
+	"special magic number for CITY is NNNNNNN.\" in a haystack cut from FILES, ask for one in\n"
+	"a chat turn, and let every method answer greedily from the same tokens. Prints success\n"
+	"rates with Wilson intervals and, against full, discordant pairs, an exact McNemar test and\n"
+	"a TOST equivalence verdict, per cell and pooled. See hsq-eval(1).";
+
+enum { OPT_HAYSTACK = EOPT_SPECIFIC, OPT_LENGTHS, OPT_DEPTHS, OPT_TRIALS, OPT_KEYS, OPT_SEED, OPT_MARGIN };
+
+static const cli_option options[] = {
+	{ "haystack", 0, "FILES", "comma-separated text files the haystacks are cut from (required)", OPT_HAYSTACK },
+	{ "lengths", 0, "LIST", "comma-separated context lengths in tokens, prompt and answer (default 2048,4096)",
+	  OPT_LENGTHS },
+	{ "depths", 0, "LIST", "comma-separated depths of the asked needle, percent (default 10,30,50,70,90)",
+	  OPT_DEPTHS },
+	{ "trials", 0, "N", "trials per length and depth (default 10)", OPT_TRIALS },
+	{ "keys", 0, "K", "needles per haystack, 1..16; one is asked (default 1)", OPT_KEYS },
+	{ "seed", 0, "S", "seed of the needles and haystack offsets (default 1)", OPT_SEED },
+	{ "margin", 0, "PP", "TOST equivalence margin, percentage points (default 5)", OPT_MARGIN },
+	EVAL_COMMON_OPTIONS,
+	{ 0 },
+};
+
+static const char *const cities[] = { "Lisbon",  "Nairobi", "Osaka",   "Quito",  "Tallinn", "Perth",   "Dakar",
+				      "Hanoi",   "Bergen",  "Cusco",   "Tbilisi", "Accra",   "Leipzig", "Manaus",
+				      "Porto",   "Kyoto",   "Lima",    "Oslo",   "Zagreb",  "Valencia", "Bogota",
+				      "Malmo",   "Riga",    "Seville", "Tunis",  "Vilnius", "Cordoba", "Krakow" };
+#define N_CITIES (int)(sizeof cities / sizeof *cities)
+
+typedef struct needle_opts {
+	eval_common c;
+	int n_len, lengths[EVAL_MAX_LIST];
+	int n_depth, depths[EVAL_MAX_LIST];
+	int trials, keys;
+	uint64_t seed;
+	double margin; /* proportion units */
+	int n_hay;
+	const char *hay[EVAL_MAX_FILES];
+} needle_opts;
+
+/* One trial's needles and prompt. */
+typedef struct trial {
+	int li, di, t;
+	int city[MAX_KEYS];
+	unsigned number[MAX_KEYS];
+	int depth[MAX_KEYS]; /* key 0 is asked, at the cell's depth */
+	size_t offset;       /* where the haystack starts */
+	hsq_token *prompt;
+	size_t n_context;    /* tokens before the question */
+	size_t n_prompt;
+} trial;
+
+typedef struct needle_run {
+	needle_opts *o;
+	eval_runner R;
+	hsq_token *hay;
+	size_t n_hay;
+	char hay_hash[EVAL_MAX_FILES][17];
+	hsq_token *open;
+	size_t n_open;
+	char *close;
+	int8_t *ok;      /* [cell index][method], -1 until known */
+	double *fast;    /* [cell index][method] */
+	size_t n_trials; /* lengths x depths x trials */
+} needle_run;
+
+static void parse(int argc, char **argv, needle_opts *o)
+{
+	cli_parser p;
+	eval_common_init(&o->c, "needle");
+	o->n_len = 2;
+	o->lengths[0] = 2048;
+	o->lengths[1] = 4096;
+	o->n_depth = 5;
+	for (int i = 0; i < 5; i++)
+		o->depths[i] = 10 + 20 * i;
+	o->trials = 10;
+	o->keys = 1;
+	o->seed = 1;
+	o->margin = 0.05;
+	cli_init(&p, EVAL_PROG, options);
+	for (int c; (c = cli_next(&p, argc, argv, USAGE, DESCRIPTION)) != -1;) {
+		switch (c) {
+		case OPT_HAYSTACK: o->n_hay = eval_parse_files("--haystack", optarg, o->hay, EVAL_MAX_FILES); break;
+		case OPT_LENGTHS:
+			o->n_len = eval_parse_ints("--lengths", optarg, 128, 1 << 20, o->lengths, EVAL_MAX_LIST);
+			break;
+		case OPT_DEPTHS: o->n_depth = eval_parse_ints("--depths", optarg, 0, 100, o->depths, EVAL_MAX_LIST); break;
+		case OPT_TRIALS: o->trials = (int)cli_long(EVAL_PROG, "--trials", optarg, 1, 100000); break;
+		case OPT_KEYS: o->keys = (int)cli_long(EVAL_PROG, "--keys", optarg, 1, MAX_KEYS); break;
+		case OPT_SEED: o->seed = (uint64_t)cli_long(EVAL_PROG, "--seed", optarg, 0, 0x7fffffffffffffffL); break;
+		case OPT_MARGIN: o->margin = cli_double(EVAL_PROG, "--margin", optarg, 0, 100) / 100; break;
+		default:
+			if (!eval_common_option(&o->c, c, optarg))
+				cli_usage_error(EVAL_PROG, "unhandled option"); /* table and switch disagree: a bug */
+		}
+	}
+	cli_free(&p);
+	if (optind < argc)
+		cli_usage_error(EVAL_PROG, "needle takes no arguments ('%s' is extra); the haystack goes to --haystack",
+				argv[optind]);
+	if (!o->n_hay)
+		cli_usage_error(EVAL_PROG, "needle needs --haystack FILES, the text the haystacks are cut from");
+	eval_common_finish(&o->c);
+}
+
+/* ------------------------------------------------------------- trials */
+
+static uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static uint64_t next(uint64_t *s)
+{
+	return mix64(*s += 0x9e3779b97f4a7c15ull);
+}
+
+/* The random stream of one trial: a function of the seed and the trial's
+ * place in the grid only, so a resumed run draws what the first would. */
+static uint64_t trial_stream(uint64_t seed, int length, int depth, int t)
+{
+	uint64_t s = mix64(seed + 0x9e3779b97f4a7c15ull);
+	s = mix64(s ^ (uint64_t)length);
+	s = mix64(s ^ ((uint64_t)depth << 32));
+	return mix64(s ^ ((uint64_t)t << 16) ^ 0x4e45454454ull);
+}
+
+static void draw_needles(const needle_opts *o, trial *T, uint64_t *s)
+{
+	int K = o->keys;
+	for (int j = 0; j < K; j++) {
+		int again;
+		do { /* distinct cities and numbers: the asked one must be unambiguous */
+			T->city[j] = (int)(next(s) % N_CITIES);
+			T->number[j] = 1000000u + (unsigned)(next(s) % 9000000u);
+			again = 0;
+			for (int i = 0; i < j; i++)
+				again |= T->city[i] == T->city[j] || T->number[i] == T->number[j];
+		} while (again);
+		/* the others spread evenly over the remaining depths */
+		T->depth[j] = j ? (o->depths[T->di] + j * 100 / K) % 100 : o->depths[T->di];
+	}
+}
+
+static hsq_token *tokens_of(const needle_run *N, const char *text, int special, size_t *n)
+{
+	return eval_tokenize(N->R.model, text, strlen(text), 0, special, n, "needle text");
+}
+
+static void needle_text(char *buf, size_t cap, const trial *T, int j)
+{
+	snprintf(buf, cap, " The special magic number for %s is %u. ", cities[T->city[j]], T->number[j]);
+}
+
+static hsq_token *question_tokens(const needle_run *N, const trial *T, size_t *n)
+{
+	char q[1024];
+	snprintf(q, sizeof q, "\n\nWhat is the special magic number for %s mentioned in the text above? "
+			      "Answer with the number.%s", cities[T->city[0]], N->close);
+	return tokens_of(N, q, 1, n);
+}
+
+static void append(hsq_token *dst, size_t *n, const hsq_token *src, size_t k)
+{
+	memcpy(dst + *n, src, k * sizeof *src);
+	*n += k;
+}
+
+/* open | haystack with the needles at their depths | question. */
+static void build_prompt(const needle_run *N, trial *T, int length)
+{
+	const int K = N->o->keys;
+	hsq_token *nt[MAX_KEYS];
+	size_t nn[MAX_KEYS], n_needles = 0, n_q;
+	for (int j = 0; j < K; j++) {
+		char text[160];
+		needle_text(text, sizeof text, T, j);
+		nt[j] = tokens_of(N, text, 0, &nn[j]);
+		n_needles += nn[j];
+	}
+	hsq_token *q = question_tokens(N, T, &n_q);
+	long n_doc = (long)length - N_ANSWER - (long)N->n_open - (long)n_needles - (long)n_q;
+	if (n_doc < MIN_HAYSTACK)
+		cli_usage_error(EVAL_PROG, "--lengths %d leaves %ld haystack tokens (the template, %d needle%s and the "
+					   "question take the rest); give lengths of at least %ld",
+				length, n_doc, K, K > 1 ? "s" : "", length + MIN_HAYSTACK - n_doc);
+	T->prompt = malloc((size_t)length * sizeof *T->prompt);
+	if (!T->prompt)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+	size_t n = 0, at[MAX_KEYS];
+	append(T->prompt, &n, N->open, N->n_open);
+	for (int j = 0; j < K; j++)
+		at[j] = (size_t)n_doc * (size_t)T->depth[j] / 100;
+	int placed[MAX_KEYS] = { 0 };
+	for (size_t h = 0; h <= (size_t)n_doc; h++) {
+		for (int j = 0; j < K; j++) /* needles at this haystack position, in key order */
+			if (!placed[j] && at[j] == h) {
+				append(T->prompt, &n, nt[j], nn[j]);
+				placed[j] = 1;
+			}
+		if (h < (size_t)n_doc) /* the haystack repeats when the text is shorter */
+			T->prompt[n++] = N->hay[(T->offset + h) % N->n_hay];
+	}
+	T->n_context = n;
+	append(T->prompt, &n, q, n_q);
+	T->n_prompt = n;
+	for (int j = 0; j < K; j++)
+		hsq_free(nt[j]);
+	hsq_free(q);
+}
+
+/* The greedy answer of one method, its fast-tier bytes, and success. */
+static int answer(needle_run *N, const trial *T, hsq_snapshot_mode mode, int length, char *out, size_t cap,
+		  uint64_t *fast)
+{
+	eval_runner *R = &N->R;
+	hsq_context *ctx = eval_open(R, mode, T->prompt + T->n_context - R->n_obs, length, NULL);
+	*fast = eval_fast_bytes(ctx);
+	eval_eval(R, ctx, T->prompt + T->n_context, T->n_prompt - T->n_context, R->logits, 0);
+	hsq_detok dt = { { 0 }, 0 };
+	size_t len = 0;
+	for (int k = 0; k < N_ANSWER; k++) {
+		hsq_token best = eval_argmax(R->logits, R->mi.n_vocab);
+		if (hsq_token_is_eog(R->model, best))
+			break;
+		char buf[64];
+		size_t bl;
+		if (hsq_detok_push(R->model, &dt, best, buf, sizeof buf, &bl) == HSQ_OK && len + bl < cap) {
+			memcpy(out + len, buf, bl);
+			len += bl;
+		}
+		if (k + 1 < N_ANSWER)
+			eval_eval(R, ctx, &best, 1, R->logits, 0);
+	}
+	out[len] = '\0';
+	hsq_context_free(ctx);
+	char num[16];
+	snprintf(num, sizeof num, "%u", T->number[0]);
+	return strstr(out, num) != NULL;
+}
+
+static void run_trial(needle_run *N, eval_log *L, int li, int di, int t)
+{
+	const needle_opts *o = N->o;
+	int length = o->lengths[li];
+	trial T = { .li = li, .di = di, .t = t };
+	uint64_t s = trial_stream(o->seed, length, o->depths[di], t);
+	draw_needles(o, &T, &s);
+	T.offset = (size_t)(next(&s) % N->n_hay);
+	build_prompt(N, &T, length);
+	double t0 = cli_now();
+	eval_prefill(&N->R, T.prompt, T.n_context - (size_t)N->R.n_obs, length);
+
+	sbuf r = { 0 }, line = { 0 };
+	sb_printf(&r, "{\"record\":\"trial\",\"length\":%d,\"depth\":%d,\"trial\":%d,\"keys\":[", length, o->depths[di],
+		  t);
+	for (int j = 0; j < o->keys; j++)
+		sb_printf(&r, "%s{\"city\":\"%s\",\"number\":%u,\"depth\":%d}", j ? "," : "", cities[T.city[j]],
+			  T.number[j], T.depth[j]);
+	sb_printf(&r, "],\"haystack_offset\":%zu,\"prompt_tokens\":%zu,\"methods\":{", T.offset, T.n_prompt);
+	for (int m = 0; m < o->c.n_methods; m++) {
+		char ans[256];
+		uint64_t fast;
+		int ok = answer(N, &T, o->c.methods[m], length, ans, sizeof ans, &fast);
+		sb_printf(&r, "%s\"%s\":{\"ok\":%s,\"fast_bytes\":%llu,\"answer\":", m ? "," : "",
+			  hsq_mode_name(o->c.methods[m]), ok ? "true" : "false", (unsigned long long)fast);
+		sb_jstr(&r, ans);
+		sb_putc(&r, '}');
+		sb_printf(&line, " %s %s", hsq_mode_name(o->c.methods[m]), ok ? "ok" : "miss");
+	}
+	sb_printf(&r, "}}");
+	eval_log_append(L, &r);
+	eval_progress(&o->c, "length %d depth %d%% trial %d/%d:%s (%.1f s)", length, o->depths[di], t + 1, o->trials,
+		      line.s, cli_now() - t0);
+	sb_free(&r);
+	sb_free(&line);
+	free(T.prompt);
+}
+
+/* -------------------------------------------------------------- log */
+
+static int find_int(const int *v, int n, long x)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i] == x)
+			return i;
+	return -1;
+}
+
+/* A trial record: in the grid, with a result for every method. */
+static int check_record(const json_value *rec, void *user, char *err, size_t cap)
+{
+	const needle_opts *o = user;
+	const json_value *kind = json_get(rec, "record");
+	long length, depth, t, fast;
+	int ok;
+	if (!kind || kind->type != JSON_STRING || strcmp(kind->string, "trial")) {
+		snprintf(err, cap, "'record' is not \"trial\"");
+		return 0;
+	}
+	if (!json_int_member(rec, "length", 1, 1 << 30, &length, err, cap) ||
+	    !json_int_member(rec, "depth", 0, 100, &depth, err, cap) ||
+	    !json_int_member(rec, "trial", 0, o->trials - 1, &t, err, cap))
+		return 0;
+	if (find_int(o->lengths, o->n_len, length) < 0 || find_int(o->depths, o->n_depth, depth) < 0) {
+		snprintf(err, cap, "length %ld, depth %ld is not a cell of this grid", length, depth);
+		return 0;
+	}
+	const json_value *ms = json_obj_member(rec, "methods", err, cap);
+	if (!ms)
+		return 0;
+	for (int m = 0; m < o->c.n_methods; m++) {
+		const char *name = hsq_mode_name(o->c.methods[m]);
+		const json_value *r = json_obj_member(ms, name, err, cap);
+		if (!r || !json_bool_member(r, "ok", &ok, err, cap) ||
+		    !json_int_member(r, "fast_bytes", 0, 1L << 52, &fast, err, cap)) {
+			size_t l = strlen(err);
+			snprintf(err + l, cap - l, " (method %s)", name);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static size_t trial_index(const needle_opts *o, int li, int di, int t)
+{
+	return ((size_t)li * (size_t)o->n_depth + (size_t)di) * (size_t)o->trials + (size_t)t;
+}
+
+/* Results from the log's records (read back or appended): the summary
+ * sees only what the log holds. */
+static void collect(needle_run *N, const eval_log *L)
+{
+	const needle_opts *o = N->o;
+	const int M = o->c.n_methods;
+	memset(N->ok, -1, N->n_trials * (size_t)M);
+	for (size_t i = 0; i < L->n; i++) {
+		const json_value *rec = &L->records[i];
+		int li = find_int(o->lengths, o->n_len, (long)json_get(rec, "length")->number);
+		int di = find_int(o->depths, o->n_depth, (long)json_get(rec, "depth")->number);
+		size_t k = trial_index(o, li, di, (int)json_get(rec, "trial")->number);
+		if (N->ok[k * M] >= 0)
+			cli_die(EVAL_PROG, EXIT_INPUT, "%s:%ld: trial %d of length %d, depth %d is in the log twice; remove one",
+				L->path, L->lines[i], (int)json_get(rec, "trial")->number, o->lengths[li], o->depths[di]);
+		const json_value *ms = json_get(rec, "methods");
+		for (int m = 0; m < M; m++) {
+			const json_value *r = json_get(ms, hsq_mode_name(o->c.methods[m]));
+			N->ok[k * M + m] = (int8_t)json_get(r, "ok")->boolean;
+			N->fast[k * M + m] = json_get(r, "fast_bytes")->number;
+		}
+	}
+}
+
+/* ------------------------------------------------------------ summary */
+
+typedef struct cell_sum {
+	int n, k;           /* trials, successes */
+	hsq_interval wilson;
+	int b, c;           /* vs full: full ok / method miss, and the reverse */
+	double mcnemar_p;
+	hsq_tost_result tost;
+	double fast;        /* mean fast-tier bytes */
+} cell_sum;
+
+typedef struct summary {
+	const needle_opts *o;
+	const char *config;
+	const char *model;
+	int rows;           /* cells, then one pooled row */
+	cell_sum *cells;    /* [row][method] */
+} summary;
+
+static void stats_of(const needle_opts *o, cell_sum *s, int m)
+{
+	if (s->n == 0)
+		return;
+	if (hsq_wilson_interval((uint64_t)s->k, (uint64_t)s->n, EVAL_ALPHA, &s->wilson) != HSQ_OK)
+		eval_die_status(HSQ_ERR_INTERNAL, "wilson interval");
+	s->fast /= s->n;
+	if (m == 0)
+		return;
+	if (hsq_mcnemar_exact((uint64_t)s->b, (uint64_t)s->c, 0, &s->mcnemar_p) != HSQ_OK ||
+	    hsq_tost_paired_binary((uint64_t)s->n, (uint64_t)s->b, (uint64_t)s->c, o->margin, EVAL_ALPHA, &s->tost) !=
+		    HSQ_OK)
+		eval_die_status(HSQ_ERR_INTERNAL, "paired statistics");
+}
+
+static void add_trial(cell_sum *s, int full, int ok, double fast)
+{
+	s->n++;
+	s->k += ok;
+	s->b += full && !ok;
+	s->c += !full && ok;
+	s->fast += fast;
+}
+
+static void summarize(const needle_run *N, summary *S)
+{
+	const needle_opts *o = N->o;
+	const int M = o->c.n_methods, n_cells = o->n_len * o->n_depth;
+	S->o = o;
+	S->rows = n_cells + 1;
+	S->cells = calloc((size_t)S->rows * (size_t)M, sizeof *S->cells);
+	if (!S->cells)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+	for (int cell = 0; cell < n_cells; cell++)
+		for (int t = 0; t < o->trials; t++) {
+			size_t k = (size_t)cell * (size_t)o->trials + (size_t)t;
+			if (N->ok[k * M] < 0)
+				continue;
+			for (int m = 0; m < M; m++) {
+				int full = N->ok[k * M], ok = N->ok[k * M + m];
+				add_trial(&S->cells[cell * M + m], full, ok, N->fast[k * M + m]);
+				add_trial(&S->cells[n_cells * M + m], full, ok, N->fast[k * M + m]); /* pooled */
+			}
+		}
+	for (int i = 0; i < S->rows * M; i++)
+		stats_of(o, &S->cells[i], i % M);
+}
+
+static void cell_labels(const summary *S, int row, char *len, char *dep)
+{
+	const needle_opts *o = S->o;
+	if (row == S->rows - 1) {
+		strcpy(len, "all");
+		strcpy(dep, "all");
+		return;
+	}
+	sprintf(len, "%d", o->lengths[row / o->n_depth]);
+	sprintf(dep, "%d", o->depths[row % o->n_depth]);
+}
+
+/* A method row called equivalent only because b = c = 0 (zero spread). */
+static int no_discordant(const summary *S)
+{
+	const int M = S->o->c.n_methods;
+	for (int i = 0; i < S->rows * M; i++) {
+		const cell_sum *s = &S->cells[i];
+		if (i % M && s->n && s->b + s->c == 0 && s->tost.equivalent)
+			return 1;
+	}
+	return 0;
+}
+
+static void print_table(const summary *S)
+{
+	const needle_opts *o = S->o;
+	const int M = o->c.n_methods;
+	char b[32];
+	printf("hsq-eval needle: %s; %d length%s x %d depth%s x %d trial%s, %d key%s, seed %llu, budget %s, "
+	       "margin %.3g pp\n", S->model, o->n_len, o->n_len > 1 ? "s" : "", o->n_depth, o->n_depth > 1 ? "s" : "",
+	       o->trials, o->trials > 1 ? "s" : "", o->keys, o->keys > 1 ? "s" : "", (unsigned long long)o->seed,
+	       eval_budget_name(o->c.budget, b, sizeof b), 100 * o->margin);
+	printf("fast tier (L1+L2; full: the whole cache at fp16), mean over the trials of each length:\n");
+	for (int li = 0; li < o->n_len; li++) {
+		printf("  %6d:", o->lengths[li]);
+		for (int m = 0; m < M; m++) {
+			double sum = 0;
+			int n = 0;
+			for (int di = 0; di < o->n_depth; di++) {
+				const cell_sum *s = &S->cells[(li * o->n_depth + di) * M + m];
+				sum += s->fast * s->n;
+				n += s->n;
+			}
+			double full = 0;
+			for (int di = 0; di < o->n_depth; di++)
+				full += S->cells[(li * o->n_depth + di) * M].fast * S->cells[(li * o->n_depth + di) * M].n;
+			printf("  %s %.2f MiB", hsq_mode_name(o->c.methods[m]), n ? sum / n / 1048576.0 : NAN);
+			if (m)
+				printf(" (%.3fx)", full > 0 ? sum / full : NAN);
+		}
+		printf("\n");
+	}
+	printf("\n%6s %5s %-9s %9s %6s %-17s %4s %4s %9s %7s %-17s %s\n", "length", "depth", "method", "ok/n", "rate",
+	       "[95% Wilson]", "b", "c", "McNemar p", "diff", "[90% CI]", "equivalent");
+	for (int row = 0; row < S->rows; row++) {
+		char len[16], dep[16];
+		cell_labels(S, row, len, dep);
+		if (row == S->rows - 1)
+			printf("\n");
+		for (int m = 0; m < M; m++) {
+			const cell_sum *s = &S->cells[row * M + m];
+			if (s->n == 0)
+				continue;
+			char kn[32];
+			snprintf(kn, sizeof kn, "%d/%d", s->k, s->n);
+			printf("%6s %5s %-9s %9s %6.3f [%.3f, %.3f]", len, dep, hsq_mode_name(o->c.methods[m]), kn,
+			       (double)s->k / s->n, s->wilson.low, s->wilson.high);
+			if (m)
+				printf(" %4d %4d %9.4f %+7.3f [%+.3f, %+.3f] %s", s->b, s->c, s->mcnemar_p, s->tost.diff,
+				       s->tost.ci_low, s->tost.ci_high, s->tost.equivalent ? "yes" : "no");
+			printf("\n");
+		}
+	}
+	printf("\nb: full ok, method missed; c: the reverse. McNemar: exact, two-sided, on b and c. diff: the "
+	       "method's success rate minus full's;\nequivalent: TOST at +-%.3g percentage points, alpha %.2f "
+	       "(the 90%% CI inside the margin).\n", 100 * o->margin, EVAL_ALPHA);
+	if (no_discordant(S))
+		printf("note: a row without discordant pairs has a Wald error of 0, and TOST then calls it equivalent "
+		       "whatever n; read it with n and the Wilson intervals.\n");
+}
+
+static void json_cell(FILE *f, const summary *S, const cell_sum *s, int m)
+{
+	sbuf b = { 0 };
+	sb_printf(&b, "\"method\":\"%s\",\"trials\":%d,\"successes\":%d,\"rate\":", hsq_mode_name(S->o->c.methods[m]),
+		  s->n, s->k);
+	sb_jnum6(&b, s->n ? (double)s->k / s->n : NAN);
+	sb_printf(&b, ",\"wilson\":[");
+	sb_jnum6(&b, s->wilson.low);
+	sb_putc(&b, ',');
+	sb_jnum6(&b, s->wilson.high);
+	sb_printf(&b, "],\"fast_bytes\":");
+	sb_jnum6(&b, s->fast);
+	if (m == 0) {
+		sb_printf(&b, ",\"vs_full\":null");
+	} else {
+		sb_printf(&b, ",\"vs_full\":{\"b\":%d,\"c\":%d,\"mcnemar_p\":", s->b, s->c);
+		sb_jnum6(&b, s->mcnemar_p);
+		sb_printf(&b, ",\"diff\":");
+		sb_jnum6(&b, s->tost.diff);
+		sb_printf(&b, ",\"diff_ci90\":[");
+		sb_jnum6(&b, s->tost.ci_low);
+		sb_putc(&b, ',');
+		sb_jnum6(&b, s->tost.ci_high);
+		sb_printf(&b, "],\"tost_p\":");
+		sb_jnum6(&b, s->tost.p);
+		sb_printf(&b, ",\"equivalent\":%s}", s->tost.equivalent ? "true" : "false");
+	}
+	fputs(b.s, f);
+	sb_free(&b);
+}
+
+static void write_json(FILE *f, const summary *S)
+{
+	const needle_opts *o = S->o;
+	const int M = o->c.n_methods;
+	fprintf(f, "{\"tool\":\"hsq-eval\",\"subcommand\":\"needle\",\"version\":\"%s\",\"margin\":%g,\"alpha\":%g,\n"
+		   "\"config\":%s,\n\"cells\":[\n", hsq_version(), o->margin, EVAL_ALPHA, S->config);
+	int first = 1;
+	for (int row = 0; row + 1 < S->rows; row++)
+		for (int m = 0; m < M; m++) {
+			const cell_sum *s = &S->cells[row * M + m];
+			if (!s->n)
+				continue;
+			fprintf(f, "%s{\"length\":%d,\"depth\":%d,", first ? "" : ",\n", o->lengths[row / o->n_depth],
+				o->depths[row % o->n_depth]);
+			json_cell(f, S, s, m);
+			fputc('}', f);
+			first = 0;
+		}
+	fprintf(f, "\n],\n\"pooled\":[\n");
+	for (int m = 0; m < M; m++) {
+		fprintf(f, "%s{", m ? ",\n" : "");
+		json_cell(f, S, &S->cells[(S->rows - 1) * M + m], m);
+		fputc('}', f);
+	}
+	fprintf(f, "\n]}\n");
+}
+
+static void csv_num(FILE *f, double v)
+{
+	if (isfinite(v))
+		fprintf(f, ",%.6g", v);
+	else
+		fputs(",", f);
+}
+
+static void write_csv(FILE *f, const summary *S)
+{
+	const needle_opts *o = S->o;
+	const int M = o->c.n_methods;
+	fprintf(f, "length,depth,method,trials,successes,rate,wilson_low,wilson_high,fast_bytes,b,c,mcnemar_p,diff,"
+		   "diff_ci90_low,diff_ci90_high,tost_p,equivalent\n");
+	for (int row = 0; row < S->rows; row++) {
+		char len[16], dep[16];
+		cell_labels(S, row, len, dep);
+		for (int m = 0; m < M; m++) {
+			const cell_sum *s = &S->cells[row * M + m];
+			if (!s->n)
+				continue;
+			fprintf(f, "%s,%s,%s,%d,%d", len, dep, hsq_mode_name(o->c.methods[m]), s->n, s->k);
+			csv_num(f, (double)s->k / s->n);
+			csv_num(f, s->wilson.low);
+			csv_num(f, s->wilson.high);
+			csv_num(f, s->fast);
+			if (m) {
+				fprintf(f, ",%d,%d", s->b, s->c);
+				double v[5] = { s->mcnemar_p, s->tost.diff, s->tost.ci_low, s->tost.ci_high, s->tost.p };
+				for (int i = 0; i < 5; i++)
+					csv_num(f, v[i]);
+				fprintf(f, ",%s\n", s->tost.equivalent ? "yes" : "no");
+			} else {
+				fprintf(f, ",,,,,,,,\n");
+			}
+		}
+	}
+}
+
+/* ------------------------------------------------------------- report */
+
+typedef struct heat_arg {
+	const summary *S;
+	int m;
+} heat_arg;
+
+static void write_heatmap(FILE *f, const void *user)
+{
+	const heat_arg *h = user;
+	const summary *S = h->S;
+	const needle_opts *o = S->o;
+	const int M = o->c.n_methods, n = o->n_len * o->n_depth;
+	double *v = malloc((size_t)n * sizeof *v);
+	char (*text)[32] = malloc((size_t)n * sizeof *text), (*rl)[16] = malloc((size_t)o->n_len * sizeof *rl),
+	(*cl)[16] = malloc((size_t)o->n_depth * sizeof *cl);
+	const char **tp = malloc((size_t)n * sizeof *tp), **rp = malloc((size_t)o->n_len * sizeof *rp),
+		   **cp = malloc((size_t)o->n_depth * sizeof *cp);
+	if (!v || !text || !rl || !cl || !tp || !rp || !cp)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+	for (int i = 0; i < n; i++) {
+		const cell_sum *s = &S->cells[i * M + h->m];
+		v[i] = s->n ? (double)s->k / s->n : NAN;
+		snprintf(text[i], sizeof text[i], "%d/%d", s->k, s->n);
+		tp[i] = text[i];
+	}
+	for (int i = 0; i < o->n_len; i++) {
+		snprintf(rl[i], sizeof rl[i], "%d", o->lengths[i]);
+		rp[i] = rl[i];
+	}
+	for (int i = 0; i < o->n_depth; i++) {
+		snprintf(cl[i], sizeof cl[i], "%d%%", o->depths[i]);
+		cp[i] = cl[i];
+	}
+	char title[96];
+	snprintf(title, sizeof title, "needle: %s, success rate", hsq_mode_name(o->c.methods[h->m]));
+	svg_heatmap(f, title, o->n_len, rp, "context length (tokens)", o->n_depth, cp, "depth of the asked needle", v, tp);
+	free(v);
+	free(text);
+	free(rl);
+	free(cl);
+	free(tp);
+	free(rp);
+	free(cp);
+}
+
+static void write_markdown(FILE *f, const void *user)
+{
+	const summary *S = user;
+	const needle_opts *o = S->o;
+	const int M = o->c.n_methods;
+	char b[32];
+	fprintf(f, "# hsq-eval needle\n\nModel %s; context lengths", S->model);
+	for (int i = 0; i < o->n_len; i++)
+		fprintf(f, "%s %d", i ? "," : "", o->lengths[i]);
+	fprintf(f, " tokens; depths");
+	for (int i = 0; i < o->n_depth; i++)
+		fprintf(f, "%s %d%%", i ? "," : "", o->depths[i]);
+	fprintf(f, "; %d trials per cell; %d key%s; seed %llu; hsq budget %s.\n\n", o->trials, o->keys,
+		o->keys > 1 ? "s" : "", (unsigned long long)o->seed, eval_budget_name(o->c.budget, b, sizeof b));
+	fprintf(f, "Pooled over all cells (b: full ok and the method missed; c: the reverse; McNemar exact on b and c; "
+		   "TOST equivalence at ±%.3g percentage points, α = %.2f):\n\n", 100 * o->margin, EVAL_ALPHA);
+	fprintf(f, "| method | ok/n | rate | 95%% Wilson | fast tier MiB | b | c | McNemar p | diff [90%% CI] | equivalent |\n"
+		   "|---|---|---|---|---|---|---|---|---|---|\n");
+	for (int m = 0; m < M; m++) {
+		const cell_sum *s = &S->cells[(S->rows - 1) * M + m];
+		fprintf(f, "| %s | %d/%d | %.3f | [%.3f, %.3f] | %.2f |", hsq_mode_name(o->c.methods[m]), s->k, s->n,
+			s->n ? (double)s->k / s->n : NAN, s->wilson.low, s->wilson.high, s->fast / 1048576.0);
+		if (m)
+			fprintf(f, " %d | %d | %.4f | %+.3f [%+.3f, %+.3f] | %s |\n", s->b, s->c, s->mcnemar_p, s->tost.diff,
+				s->tost.ci_low, s->tost.ci_high, s->tost.equivalent ? "yes" : "no");
+		else
+			fprintf(f, " | | | (reference) | |\n");
+	}
+	if (no_discordant(S))
+		fprintf(f, "\nA row without discordant pairs has a Wald standard error of 0, and TOST then calls it "
+			   "equivalent whatever the number of trials: read it with the trials and the Wilson intervals.\n");
+	fprintf(f, "\n## Success rate per cell\n\n");
+	for (int m = 0; m < M; m++)
+		fprintf(f, "![%s](needle-%s.svg)\n", hsq_mode_name(o->c.methods[m]), hsq_mode_name(o->c.methods[m]));
+	fprintf(f, "\n| length | depth | method | ok/n | 95%% Wilson | b | c | McNemar p |\n|---|---|---|---|---|---|---|---|\n");
+	for (int row = 0; row + 1 < S->rows; row++)
+		for (int m = 0; m < M; m++) {
+			const cell_sum *s = &S->cells[row * M + m];
+			if (!s->n)
+				continue;
+			fprintf(f, "| %d | %d%% | %s | %d/%d | [%.3f, %.3f] |", o->lengths[row / o->n_depth],
+				o->depths[row % o->n_depth], hsq_mode_name(o->c.methods[m]), s->k, s->n, s->wilson.low,
+				s->wilson.high);
+			if (m)
+				fprintf(f, " %d | %d | %.4f |\n", s->b, s->c, s->mcnemar_p);
+			else
+				fprintf(f, " | | |\n");
+		}
+}
+
+static void write_report(const summary *S, const char *dir)
+{
+	eval_report_write(dir, "report.md", write_markdown, S);
+	for (int m = 0; m < S->o->c.n_methods; m++) {
+		char name[64];
+		heat_arg h = { S, m };
+		snprintf(name, sizeof name, "needle-%s.svg", hsq_mode_name(S->o->c.methods[m]));
+		eval_report_write(dir, name, write_heatmap, &h);
+	}
+}
+
+/* --------------------------------------------------------------- main */
+
+static void load_haystack(needle_run *N)
+{
+	const needle_opts *o = N->o;
+	sbuf all = { 0 };
+	for (int i = 0; i < o->n_hay; i++) {
+		size_t len;
+		char *text = cli_read_all(EVAL_PROG, o->hay[i], &len);
+		if (len == 0 || strlen(text) != len)
+			cli_die(EVAL_PROG, EXIT_INPUT, "--haystack %s is %s; give text files", o->hay[i],
+				len ? "not text (it holds a NUL byte)" : "empty");
+		eval_fnv1a_hex(text, len, N->hay_hash[i]);
+		sb_printf(&all, "%s%s", i ? "\n\n" : "", text);
+		free(text);
+	}
+	N->hay = eval_tokenize(N->R.model, all.s, all.len, 0, 0, &N->n_hay, "--haystack");
+	sb_free(&all);
+	if (N->n_hay == 0)
+		cli_die(EVAL_PROG, EXIT_INPUT, "--haystack holds no tokens; give text files");
+}
+
+/* Tokens of everything but the haystack, at most: the template, K of the
+ * longest needle and the longest question, and the answer. */
+static long overhead(const needle_run *N)
+{
+	size_t needle = 0, question = 0, n;
+	trial T = { 0 };
+	T.number[0] = 9999999;
+	for (int c = 0; c < N_CITIES; c++) {
+		char text[160];
+		T.city[0] = c;
+		needle_text(text, sizeof text, &T, 0);
+		hsq_free(tokens_of(N, text, 0, &n));
+		needle = n > needle ? n : needle;
+		hsq_free(question_tokens(N, &T, &n));
+		question = n > question ? n : question;
+	}
+	return (long)N->n_open + N->o->keys * (long)needle + (long)question + N_ANSWER;
+}
+
+/* Before the log is opened: a refused run leaves nothing behind. */
+static void check_lengths(const needle_run *N)
+{
+	const needle_opts *o = N->o;
+	long need = overhead(N) + MIN_HAYSTACK;
+	for (int i = 0; i < o->n_len; i++) {
+		if (o->lengths[i] > N->R.mi.n_ctx_train)
+			cli_usage_error(EVAL_PROG, "--lengths %d exceeds the model's context of %d tokens", o->lengths[i],
+					N->R.mi.n_ctx_train);
+		if (o->lengths[i] < need)
+			cli_usage_error(EVAL_PROG, "--lengths %d is too short: the template, %d needle%s, the question "
+						   "and the answer take up to %ld tokens; give lengths of at least %ld",
+					o->lengths[i], o->keys, o->keys > 1 ? "s" : "", need - MIN_HAYSTACK, need);
+	}
+}
+
+static char *make_config(const needle_run *N)
+{
+	const needle_opts *o = N->o;
+	sbuf b = { 0 };
+	sb_printf(&b, "{");
+	eval_runner_config(&N->R, &b);
+	sb_printf(&b, ",\"lengths\":[");
+	for (int i = 0; i < o->n_len; i++)
+		sb_printf(&b, "%s%d", i ? "," : "", o->lengths[i]);
+	sb_printf(&b, "],\"depths\":[");
+	for (int i = 0; i < o->n_depth; i++)
+		sb_printf(&b, "%s%d", i ? "," : "", o->depths[i]);
+	sb_printf(&b, "],\"trials\":%d,\"keys\":%d,\"seed\":%llu,\"answer_tokens\":%d,\"haystack\":[", o->trials,
+		  o->keys, (unsigned long long)o->seed, N_ANSWER);
+	for (int i = 0; i < o->n_hay; i++) {
+		const char *base = strrchr(o->hay[i], '/') ? strrchr(o->hay[i], '/') + 1 : o->hay[i];
+		sb_printf(&b, "%s{\"name\":", i ? "," : "");
+		sb_jstr(&b, base);
+		sb_printf(&b, ",\"fnv1a\":\"%s\"}", N->hay_hash[i]);
+	}
+	sb_printf(&b, "]}");
+	return b.s;
+}
+
+static void chat_parts(needle_run *N)
+{
+	char *open;
+	cli_chat_parts(EVAL_PROG, N->R.model, NULL, &open, &N->close);
+	N->open = eval_tokenize(N->R.model, open, strlen(open), -1, 1, &N->n_open, "chat template");
+	free(open);
+}
+
+int eval_needle(int argc, char **argv)
+{
+	static needle_opts o;
+	needle_run N;
+	memset(&N, 0, sizeof N);
+	N.o = &o;
+	parse(argc, argv, &o);
+	eval_runner_init(&N.R, &o.c);
+	chat_parts(&N);
+	check_lengths(&N);
+	load_haystack(&N);
+	char *config = make_config(&N);
+	eval_file json, csv;
+	eval_file_open(&json, o.c.json_path);
+	eval_file_open(&csv, o.c.csv_path);
+	if (o.c.report_dir)
+		eval_report_dir(o.c.report_dir);
+
+	eval_log L;
+	eval_log_open(&L, &o.c, config, check_record, &o);
+	const int M = o.c.n_methods;
+	N.n_trials = (size_t)o.n_len * (size_t)o.n_depth * (size_t)o.trials;
+	N.ok = malloc(N.n_trials * (size_t)M);
+	N.fast = malloc(N.n_trials * (size_t)M * sizeof *N.fast);
+	if (!N.ok || !N.fast)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+	collect(&N, &L);
+	if (L.n)
+		eval_progress(&o.c, "%zu of %zu trials are in %s already", L.n, N.n_trials, L.path);
+	for (int li = 0; li < o.n_len; li++)
+		for (int di = 0; di < o.n_depth; di++)
+			for (int t = 0; t < o.trials; t++)
+				if (N.ok[trial_index(&o, li, di, t) * M] < 0)
+					run_trial(&N, &L, li, di, t);
+	collect(&N, &L);
+
+	summary S = { .config = config, .model = N.R.mi.name };
+	summarize(&N, &S);
+	print_table(&S);
+	if (json.f)
+		write_json(json.f, &S);
+	if (csv.f)
+		write_csv(csv.f, &S);
+	eval_file_commit(&json);
+	eval_file_commit(&csv);
+	if (o.c.report_dir)
+		write_report(&S, o.c.report_dir);
+	eval_flush_stdout();
+	eval_log_close(&L);
+	free(S.cells);
+	free(N.ok);
+	free(N.fast);
+	free(config);
+	free(N.close);
+	hsq_free(N.open);
+	hsq_free(N.hay);
+	eval_runner_free(&N.R);
+	return EXIT_OK;
+}

@@ -1,0 +1,399 @@
+/* output.c - the trial log (append, resume, validation), summary files
+ * written whole and renamed into place, and the clean-up of temporary
+ * files when a run ends, fails or is interrupted. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "eval.h"
+
+/* ------------------------------------------------------------ clean-up */
+
+#define N_CLEANUP 16
+static char cleanup_paths[N_CLEANUP][4300];
+static volatile sig_atomic_t cleanup_used[N_CLEANUP];
+
+/* Files first (unlink), then directories (rmdir): a directory is added
+ * before the files in it, so walking backwards empties it first. Only
+ * async-signal-safe calls, so the signal handler can use it. */
+static void cleanup_run(void)
+{
+	for (int i = N_CLEANUP - 1; i >= 0; i--)
+		if (cleanup_used[i] && unlink(cleanup_paths[i]) != 0)
+			rmdir(cleanup_paths[i]);
+}
+
+static void cleanup_signal(int sig)
+{
+	cleanup_run();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+void eval_cleanup_add(const char *path)
+{
+	static int installed;
+	if (!installed) {
+		installed = 1;
+		atexit(cleanup_run);
+		signal(SIGINT, cleanup_signal);
+		signal(SIGTERM, cleanup_signal);
+		signal(SIGHUP, cleanup_signal);
+	}
+	for (int i = 0; i < N_CLEANUP; i++)
+		if (!cleanup_used[i]) {
+			snprintf(cleanup_paths[i], sizeof cleanup_paths[i], "%s", path);
+			cleanup_used[i] = 1;
+			return;
+		}
+	cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "internal error: too many temporary files");
+}
+
+void eval_cleanup_forget(const char *path)
+{
+	for (int i = 0; i < N_CLEANUP; i++)
+		if (cleanup_used[i] && !strcmp(cleanup_paths[i], path))
+			cleanup_used[i] = 0;
+}
+
+/* -------------------------------------------------------- output files */
+
+void eval_file_open(eval_file *o, const char *path)
+{
+	memset(o, 0, sizeof *o);
+	if (!path)
+		return;
+	int n = snprintf(o->path, sizeof o->path, "%s", path);
+	snprintf(o->tmp, sizeof o->tmp, "%s.XXXXXX", path);
+	mode_t mask = umask(0);
+	umask(mask);
+	int fd = n > 0 && (size_t)n + 8 < sizeof o->path ? mkstemp(o->tmp) : -1;
+	if (fd < 0 || fchmod(fd, 0666 & ~mask) != 0 || !(o->f = fdopen(fd, "w"))) {
+		int e = fd < 0 && n > 0 && (size_t)n + 8 >= sizeof o->path ? ENAMETOOLONG : errno;
+		if (fd >= 0) {
+			close(fd);
+			remove(o->tmp);
+		}
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot write %s: %s", path, strerror(e));
+	}
+	eval_cleanup_add(o->tmp);
+}
+
+void eval_file_commit(eval_file *o)
+{
+	if (!o->f)
+		return;
+	int bad = ferror(o->f);
+	bad |= fclose(o->f);
+	o->f = NULL;
+	if (bad || rename(o->tmp, o->path) != 0)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot write %s: %s", o->path, strerror(errno));
+	eval_cleanup_forget(o->tmp);
+}
+
+void eval_report_dir(const char *dir)
+{
+	struct stat st;
+	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot create the report directory %s: %s", dir,
+			strerror(errno));
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "--report %s is not a directory; name a directory", dir);
+	if (access(dir, W_OK | X_OK) != 0)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot write in the report directory %s: %s", dir,
+			strerror(errno));
+}
+
+void eval_report_write(const char *dir, const char *name, void (*fn)(FILE *f, const void *user), const void *user)
+{
+	char path[4400];
+	eval_file o;
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	eval_file_open(&o, path);
+	fn(o.f, user);
+	eval_file_commit(&o);
+}
+
+/* ----------------------------------------------------------- trial log */
+
+static void log_push(eval_log *L, json_value *rec, long line)
+{
+	if (L->n == L->cap) {
+		size_t nc = L->cap ? L->cap * 2 : 64;
+		json_value *r = realloc(L->records, nc * sizeof *r);
+		long *l = realloc(L->lines, nc * sizeof *l);
+		if (r)
+			L->records = r;
+		if (l)
+			L->lines = l;
+		if (!r || !l)
+			cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+		L->cap = nc;
+	}
+	L->records[L->n] = *rec;
+	L->lines[L->n++] = line;
+}
+
+/* The header line: which tool wrote the log, and the configuration. */
+static void log_header(sbuf *b, const eval_common *c, const char *config)
+{
+	sb_printf(b, "{\"hsq_eval_log\":1,\"subcommand\":");
+	sb_jstr(b, c->sub);
+	sb_printf(b, ",\"config\":%s}\n", config);
+}
+
+static void log_start(eval_log *L, const eval_common *c, const char *config)
+{
+	sbuf b = { 0 };
+	log_header(&b, c, config);
+	L->f = fopen(L->path, "w");
+	if (!L->f || fwrite(b.s, 1, b.len, L->f) != b.len || fflush(L->f) != 0)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot write the trial log %s: %s", L->path, strerror(errno));
+	L->next_line = 2;
+	sb_free(&b);
+}
+
+/* The first member where the log's configuration and ours differ. */
+static void config_difference(const json_value *ours, const json_value *theirs, sbuf *msg)
+{
+	for (size_t i = 0; i < ours->n; i++) {
+		const json_value *t = json_get(theirs, ours->keys[i]);
+		if (t && json_equal(&ours->items[i], t))
+			continue;
+		sb_printf(msg, "%s is ", ours->keys[i]);
+		json_write(msg, &ours->items[i]);
+		sb_printf(msg, " here but ");
+		if (t)
+			json_write(msg, t);
+		else
+			sb_printf(msg, "absent");
+		sb_printf(msg, " in the log");
+		return;
+	}
+	for (size_t i = 0; i < theirs->n; i++)
+		if (!json_get(ours, theirs->keys[i])) {
+			sb_printf(msg, "the log has %s, which this run does not", theirs->keys[i]);
+			return;
+		}
+}
+
+/* What is wrong with a log's first line, if anything. The message goes
+ * to why, and everything parsed is freed before returning, so that the
+ * caller can free the log text and exit without leaving allocations. */
+enum { HDR_OK, HDR_NOT_JSON, HDR_NOT_LOG, HDR_OTHER_SUB, HDR_OTHER_CONFIG };
+
+static int check_header(const eval_common *c, const char *line, size_t len, const char *config, char *why,
+			size_t cap)
+{
+	json_value h, ours;
+	if (json_parse(line, len, &h, why, cap) != 0)
+		return HDR_NOT_JSON;
+	const json_value *v = json_get(&h, "hsq_eval_log"), *sub = json_get(&h, "subcommand");
+	const json_value *cfg = json_get(&h, "config");
+	int r = HDR_OK;
+	if (!v || v->type != JSON_NUMBER || v->number != 1 || !sub || sub->type != JSON_STRING || !cfg ||
+	    cfg->type != JSON_OBJECT) {
+		r = HDR_NOT_LOG;
+	} else if (strcmp(sub->string, c->sub)) {
+		snprintf(why, cap, "%s", sub->string);
+		r = HDR_OTHER_SUB;
+	} else {
+		if (json_parse(config, strlen(config), &ours, why, cap) != 0)
+			cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "internal error: configuration is not JSON (%s)", why);
+		if (!json_equal(&ours, cfg)) {
+			sbuf msg = { 0 };
+			config_difference(&ours, cfg, &msg);
+			snprintf(why, cap, "%s", msg.s ? msg.s : "it differs");
+			sb_free(&msg);
+			r = HDR_OTHER_CONFIG;
+		}
+		json_free(&ours);
+	}
+	json_free(&h);
+	return r;
+}
+
+static void header_refused(const eval_log *L, const eval_common *c, int r, const char *why)
+{
+	switch (r) {
+	case HDR_NOT_JSON:
+		cli_die(EVAL_PROG, EXIT_INPUT, "%s:1: not a trial log header (%s); give another --log, or --force to "
+						"overwrite it", L->path, why);
+	case HDR_NOT_LOG:
+		cli_die(EVAL_PROG, EXIT_INPUT, "%s:1: not an hsq-eval trial log (no hsq_eval_log 1, subcommand and "
+						"config); give another --log", L->path);
+	case HDR_OTHER_SUB:
+		cli_usage_error(EVAL_PROG, "--resume: %s is the log of 'hsq-eval %s', not of '%s'; give the right --log",
+				L->path, why, c->sub);
+	default:
+		cli_usage_error(EVAL_PROG,
+				"--resume: %s was written with another configuration (%s); rerun with the options "
+				"that wrote it, or start afresh with --force",
+				L->path, why);
+	}
+}
+
+/* Reads the whole log into memory (it is small: one line per trial). */
+static char *read_log(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	sbuf b = { 0 };
+	char chunk[65536];
+	size_t n;
+	sb_printf(&b, "%s", "");
+	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+		for (size_t i = 0; i < n; i++)
+			sb_putc(&b, chunk[i]);
+	int bad = ferror(f);
+	fclose(f);
+	if (bad)
+		cli_die(EVAL_PROG, EXIT_INPUT, "cannot read the trial log %s: %s", path, strerror(errno));
+	*len = b.len;
+	return b.s;
+}
+
+/* Parses and checks one record line; 0 with a reason on failure. */
+static int parse_record(eval_log *L, const char *line, size_t len, json_value *rec, char *err, size_t cap)
+{
+	if (json_parse(line, len, rec, err, cap) != 0)
+		return 0;
+	if (rec->type != JSON_OBJECT) {
+		snprintf(err, cap, "a record must be a JSON object");
+		json_free(rec);
+		return 0;
+	}
+	if (!L->check(rec, L->user, err, cap)) {
+		json_free(rec);
+		return 0;
+	}
+	return 1;
+}
+
+/* Reads the records of an existing log; returns the bytes to keep (the
+ * end of the last good line) and whether that line lacks its newline. */
+static size_t resume_records(eval_log *L, const char *text, size_t len, size_t first_end, int *no_newline)
+{
+	size_t at = first_end, keep = first_end;
+	long line = 2;
+	*no_newline = 0;
+	while (at < len) {
+		const char *nl = memchr(text + at, '\n', len - at);
+		size_t end = nl ? (size_t)(nl - text) : len;
+		json_value rec;
+		char err[512];
+		if (end == at && nl) {
+			cli_die(EVAL_PROG, EXIT_INPUT, "%s:%ld: empty line in the trial log; remove it or start afresh "
+							"with --force", L->path, line);
+		} else if (parse_record(L, text + at, end - at, &rec, err, sizeof err)) {
+			log_push(L, &rec, line);
+			keep = nl ? end + 1 : end;
+			*no_newline = !nl;
+		} else if (!nl) {
+			/* an interrupted run: the last line was cut while being written */
+			fprintf(stderr, "%s: %s:%ld: dropping a half-written last line (%s)\n", EVAL_PROG, L->path, line,
+				err);
+		} else {
+			cli_die(EVAL_PROG, EXIT_INPUT, "%s:%ld: bad record: %s; fix or remove the line, or start afresh "
+							"with --force", L->path, line, err);
+		}
+		at = nl ? end + 1 : len;
+		line++;
+	}
+	L->next_line = line;
+	return keep;
+}
+
+/* The log being resumed; static so that a refusal (which exits) does not
+ * leave it for LeakSanitizer to report. */
+static char *resume_text;
+
+static void log_resume(eval_log *L, const eval_common *c, const char *config)
+{
+	size_t len;
+	char *text = resume_text = read_log(L->path, &len);
+	const char *nl = text ? memchr(text, '\n', len) : NULL;
+	if (!nl) {
+		/* missing, empty, or cut inside its first line: nothing to keep */
+		if (text && len)
+			fprintf(stderr, "%s: %s holds no complete header line; starting it afresh\n", EVAL_PROG, L->path);
+		free(text);
+		resume_text = NULL;
+		log_start(L, c, config);
+		return;
+	}
+	char why[1024];
+	int r = check_header(c, text, (size_t)(nl - text), config, why, sizeof why);
+	if (r != HDR_OK) {
+		free(text);
+		resume_text = NULL;
+		header_refused(L, c, r, why);
+	}
+	int no_newline;
+	size_t keep = resume_records(L, text, len, (size_t)(nl - text) + 1, &no_newline);
+	free(text);
+	resume_text = NULL;
+	/* cut the dropped line off, so that appended records start on a line of their own */
+	if (keep < len && truncate(L->path, (off_t)keep) != 0)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot truncate the trial log %s: %s", L->path,
+			strerror(errno));
+	L->f = fopen(L->path, "a");
+	if (!L->f || (no_newline && (fputc('\n', L->f) == EOF || fflush(L->f) != 0)))
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot append to the trial log %s: %s", L->path,
+			strerror(errno));
+}
+
+void eval_log_open(eval_log *L, const eval_common *c, const char *config, eval_record_check check, void *user)
+{
+	memset(L, 0, sizeof *L);
+	snprintf(L->path, sizeof L->path, "%s", c->log_path);
+	L->check = check;
+	L->user = user;
+	struct stat st;
+	int exists = stat(L->path, &st) == 0;
+	if (exists && S_ISDIR(st.st_mode))
+		cli_usage_error(EVAL_PROG, "--log %s is a directory; name a file", L->path);
+	if (c->resume) {
+		if (!exists)
+			eval_progress(c, "--resume: no trial log at %s yet; starting one", L->path);
+		log_resume(L, c, config);
+		return;
+	}
+	if (exists && !c->force)
+		cli_usage_error(EVAL_PROG,
+				"the trial log %s exists (from an earlier run); continue it with --resume, overwrite it "
+				"with --force, or name another with --log",
+				L->path);
+	log_start(L, c, config);
+}
+
+void eval_log_append(eval_log *L, const sbuf *record)
+{
+	json_value rec;
+	char err[512];
+	/* what goes into the file is what the summary reads: parse it back */
+	if (!parse_record(L, record->s, record->len, &rec, err, sizeof err))
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "internal error: a record does not read back (%s)", err);
+	if (fwrite(record->s, 1, record->len, L->f) != record->len || fputc('\n', L->f) == EOF || fflush(L->f) != 0)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot append to the trial log %s: %s", L->path,
+			strerror(errno));
+	log_push(L, &rec, L->next_line++);
+}
+
+void eval_log_close(eval_log *L)
+{
+	if (L->f && fclose(L->f) != 0)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot write the trial log %s: %s", L->path, strerror(errno));
+	L->f = NULL;
+	for (size_t i = 0; i < L->n; i++)
+		json_free(&L->records[i]);
+	free(L->records);
+	free(L->lines);
+	L->records = NULL;
+	L->lines = NULL;
+	L->n = L->cap = 0;
+}

@@ -1,0 +1,209 @@
+#!/bin/sh
+# Black-box tests of the model runs of hsq-eval (needle, ppl, agree, bench):
+# usage errors (exit 2), a tiny needle grid with its table, JSON, CSV and
+# report; resuming an interrupted trial log (a half-written last line
+# included) gives the summary of an uninterrupted run; a log written with
+# another configuration is refused (exit 2), a malformed one is an input
+# error naming its line (exit 4); tiny ppl, agree and bench runs.
+#
+# The texts are written here, so nothing depends on ../shared. Runs
+# standalone too (bash tests/cli/eval_runs.sh): HSQ_BIN defaults to the
+# tree's sanitizer build, HSQ_TEST_MODEL to the installed default model.
+#
+# Time: the sanitizer build runs the model about five times slower, so the
+# cases that run the model for more than a moment use the optimised build
+# next to it (build/bin, which `make cli` builds too; HSQ_EVAL_RUN
+# overrides); usage errors, log validation and the summary of a finished
+# log run under ASan and UBSan. About a minute on two cores.
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+if [ -z "${HSQ_BIN:-}" ]; then
+	HSQ_BIN="$root/build/san/bin"
+	[ -x "$HSQ_BIN/hsq-eval" ] || HSQ_BIN="$root/build/bin"
+fi
+HSQ_BIN=$(cd "$HSQ_BIN" && pwd) || exit 1 # the runs below happen in a temporary directory
+: "${HSQ_TEST_MODEL:=$HOME/.local/share/hsq/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
+case $HSQ_TEST_MODEL in /*) ;; ?*) HSQ_TEST_MODEL="$(pwd)/$HSQ_TEST_MODEL" ;; esac
+export HSQ_TEST_MODEL
+. "$here/lib.sh"
+E="$HSQ_BIN/hsq-eval"
+R=${HSQ_EVAL_RUN:-}
+if [ -z "$R" ]; then
+	R="$E"
+	case $HSQ_BIN in */san/bin) [ -x "${HSQ_BIN%/san/bin}/bin/hsq-eval" ] && R="${HSQ_BIN%/san/bin}/bin/hsq-eval" ;; esac
+fi
+t_start=$(date +%s)
+
+# --- usage errors (exit 2), before any model is loaded
+run "$E" needle --haystack h.txt --methods full,zip; expect "unknown method exits 2" 2 "unknown method 'zip'"
+run "$E" ppl --methods hsq,,quant a.txt; expect "an empty method exits 2" 2 "empty item"
+run "$E" agree --methods hsq,hsq a.txt; expect "a method twice exits 2" 2 "lists 'hsq' twice"
+run "$E" needle; expect "needle without --haystack exits 2" 2 "needs --haystack"
+run "$E" needle --haystack h.txt --lengths 512,x; expect "a bad --lengths list exits 2" 2 "--lengths expects comma-separated integers"
+run "$E" needle --haystack h.txt --depths 50,50; expect "a depth twice exits 2" 2 "--depths lists 50 twice"
+run "$E" needle --haystack h.txt --depths 101; expect "a depth above 100 exits 2" 2 "--depths expects"
+run "$E" needle --haystack h.txt --keys 0; expect "--keys 0 exits 2" 2 "--keys expects an integer from 1"
+run "$E" needle --haystack h.txt extra; expect "an extra argument exits 2" 2 "needle takes no arguments"
+run "$E" needle --haystack h.txt --budget lots; expect "a bad --budget exits 2" 2 "--budget expects"
+run "$E" needle --haystack h.txt --resume --force; expect "--resume with --force exits 2" 2 "exclude each other"
+run "$E" ppl; expect "ppl without files exits 2" 2 "at least one document"
+run "$E" agree --generate 0 a.txt; expect "--generate 0 exits 2" 2 "--generate expects"
+run "$E" bench; expect "bench without --text exits 2" 2 "needs --text"
+run "$E" bench --text t.txt --json x --csv x; expect "--json and --csv on one file exit 2" 2 "same file"
+for s in needle ppl agree bench; do
+	run "$E" $s --help; expect "$s --help exits 0" 0 ""
+	expect_out "$s --help shows its usage line" "^usage: hsq-eval $s \[options\]"
+	for o in --methods --budget --json --csv --report --log --resume --force --quiet --model --threads; do
+		printf '%s' "$out" | grep -q -- "$o" || fail "$s --help does not list $o"
+	done
+done
+
+if ! have_model; then
+	finish
+fi
+M="$HSQ_TEST_MODEL"
+have_py=0
+command -v python3 >/dev/null 2>&1 && have_py=1
+cd "$TMP" || exit 1
+# the runs' temporary snapshots go here, to check that they are removed
+mkdir -p "$TMP/tmp" && TMPDIR="$TMP/tmp" && export TMPDIR
+
+# Texts: a haystack of town records, and two documents (each more than
+# 320 tokens), made here so that the test stands alone.
+awk 'BEGIN { for (i = 0; i < 40; i++) printf "In the year %d the harbour of Varn counted %d boats, and the keeper noted %d storms in the log book. ", 1700 + i, 3 * i + 11, i % 7 + 2 }' >hay.txt
+awk 'BEGIN { for (i = 0; i < 30; i++) printf "The ferry to Holt left at %d o clock on day %d, carrying %d passengers and letters for the mill. ", 5 + i % 4, i + 1, 20 + 2 * i }' >doc1.txt
+awk 'BEGIN { for (i = 0; i < 30; i++) printf "Chapter %d tells how the lamp was trimmed %d times while the wind turned %s. ", i + 1, i % 5 + 2, (i % 2 ? "north" : "west") }' >doc2.txt
+echo "Too short." >short.txt
+
+# --- a usage error that needs the model: a length beyond its context
+run "$E" needle -m "$M" --haystack hay.txt --lengths 100000 --log x.jsonl
+expect "a length beyond the model's context exits 2" 2 "exceeds the model's context"
+[ ! -e x.jsonl ] && ok "no log written for a refused run" || fail "a refused run wrote its log"
+
+# --- a tiny needle grid, end to end
+NEEDLE="needle -m $M -t 2 --haystack hay.txt --lengths 512 --depths 50 --trials 2 --methods full,hsq"
+run "$R" $NEEDLE --log a.jsonl --json a.json --csv a.csv --report rep
+expect "a tiny needle run exits 0" 0 ""
+cp "$TMP/out" a.out
+expect_out "the table has full's cell" "^ +512 +50 full +[0-2]/2 "
+expect_out "the table has hsq's cell with McNemar and TOST" "^ +512 +50 hsq +[0-2]/2 .* (yes|no)\$"
+expect_out "the table has pooled rows" "^ +all +all hsq "
+expect_out "the table shows each method's fast tier" "^ +512: +full [0-9.]+ MiB +hsq [0-9.]+ MiB \(0\.[0-9]+x\)"
+printf '%s' "$err" | grep -q "trial 2/2" && ok "progress goes to stderr" || fail "no progress on stderr" "$err"
+[ "$(wc -l <a.jsonl)" -eq 3 ] && ok "the log has the header and two trials" || fail "log lines: $(wc -l <a.jsonl)"
+head -n 1 a.csv | grep -q '^length,depth,method,trials,successes,rate,wilson_low,wilson_high,' &&
+	ok "csv header" || fail "csv header" "$(head -n 1 a.csv)"
+[ "$(wc -l <a.csv)" -eq 5 ] && ok "csv: a row per cell and method, and pooled" || fail "csv lines: $(wc -l <a.csv)"
+for f in rep/report.md rep/needle-full.svg rep/needle-hsq.svg; do
+	[ -s "$f" ] && ok "$f written" || fail "$f missing or empty"
+done
+if [ "$have_py" -eq 1 ]; then
+	run python3 -m json.tool a.json; expect "the JSON summary parses (json.tool)" 0 ""
+	run python3 -c '
+import json, sys, xml.etree.ElementTree as ET
+doc = json.load(open("a.json"))
+assert doc["subcommand"] == "needle" and doc["config"]["lengths"] == [512]
+assert [c["method"] for c in doc["pooled"]] == ["full", "hsq"]
+assert doc["pooled"][1]["trials"] == 2 and "mcnemar_p" in doc["pooled"][1]["vs_full"]
+for line in open("a.jsonl"):
+    json.loads(line)
+for f in ("rep/needle-full.svg", "rep/needle-hsq.svg"):
+    assert ET.parse(f).getroot().tag.endswith("svg")
+'
+	expect "JSON, log lines and SVG parse and agree" 0 ""
+fi
+
+# --- an existing log is neither overwritten nor continued unless asked
+run "$E" $NEEDLE --log a.jsonl
+expect "an existing log without --resume exits 2" 2 "exists .*--resume.*--force"
+
+# --- resume after an interruption: the header, one trial and half a line
+head -n 2 a.jsonl >b.jsonl
+sed -n 3p a.jsonl | head -c 60 >>b.jsonl
+run "$R" $NEEDLE --log b.jsonl --resume --csv b.csv --json b.json
+expect "a resumed run exits 0" 0 "dropping a half-written last line"
+printf '%s' "$err" | grep -q "trial 1/2" && fail "the resumed run redid a logged trial" || ok "the resumed run skips the logged trial"
+[ "$out" = "$(cat a.out)" ] && ok "resumed table equals the uninterrupted one" || fail "tables differ" "$(printf '%s\n' "$out" | diff - a.out)"
+cmp -s a.csv b.csv && ok "resumed csv equals the uninterrupted one" || fail "csv differs"
+cmp -s a.json b.json && ok "resumed json equals the uninterrupted one" || fail "json differs"
+[ "$(wc -l <b.jsonl)" -eq 3 ] && ok "the half line was cut, the trial appended" || fail "resumed log: $(wc -l <b.jsonl) lines"
+
+# --- a finished log: --resume runs nothing, and the summary is the same (under ASan)
+run "$E" $NEEDLE --log a.jsonl --resume --csv c.csv -q
+expect "resuming a finished log exits 0" 0 ""
+[ -z "$err" ] && ok "nothing run, nothing said with -q" || fail "stderr: $err"
+cmp -s a.csv c.csv && ok "the finished log gives the same summary" || fail "csv differs"
+
+# --- resume with another configuration, or from another subcommand's log
+run "$E" $NEEDLE --trials 3 --log a.jsonl --resume
+expect "--resume with another configuration exits 2" 2 "another configuration \(trials is 3 here but 2 in the log\)"
+cp a.jsonl p.jsonl
+run "$E" ppl -m "$M" --context 256 --continuation 64 --log p.jsonl --resume doc1.txt doc2.txt
+expect "--resume on another subcommand's log exits 2" 2 "is the log of 'hsq-eval needle'"
+
+# --- malformed logs: exit 4 naming the file and line
+{ head -n 1 a.jsonl; echo '{"record":"trial","length":512'; sed -n 3p a.jsonl; } >bad1.jsonl
+run "$E" $NEEDLE --log bad1.jsonl --resume
+expect "a broken line in the middle exits 4 naming it" 4 "bad1.jsonl:2: bad record: .*byte"
+{ head -n 2 a.jsonl; sed -n 3p a.jsonl | sed 's/"trial":1/"trial":7/'; } >bad2.jsonl
+run "$E" $NEEDLE --log bad2.jsonl --resume
+expect "a trial outside the grid exits 4" 4 "bad2.jsonl:3: bad record: 'trial' is 7"
+{ head -n 2 a.jsonl; sed -n 2p a.jsonl; } >bad3.jsonl
+run "$E" $NEEDLE --log bad3.jsonl --resume
+expect "a trial logged twice exits 4" 4 "bad3.jsonl:3: trial 0 .* twice"
+{ head -n 1 a.jsonl; sed -n 2p a.jsonl | sed 's/"ok":true/"ok":1/; s/"ok":false/"ok":0/'; } >bad4.jsonl
+run "$E" $NEEDLE --log bad4.jsonl --resume
+expect "a mistyped field exits 4" 4 "bad4.jsonl:2: bad record: 'ok' is not true or false"
+printf 'not json\n' >bad5.jsonl
+run "$E" $NEEDLE --log bad5.jsonl --resume
+expect "a file that is not a log exits 4" 4 "bad5.jsonl:1: not a trial log header"
+
+# --- ppl: two documents and a short one (skipped)
+run "$R" ppl -m "$M" -t 2 --context 256 --continuation 64 --methods full,hsq,streaming --log p1.jsonl \
+	--json p.json --csv p.csv --report prep doc1.txt doc2.txt short.txt
+expect "a tiny ppl run exits 0" 0 "skipping short.txt"
+expect_out "ppl shows each document" "^doc2.txt +[0-9.]+ +[0-9.]+ \(1?[0-9]\.[0-9]+x\)"
+expect_out "ppl summarizes hsq with a bootstrap interval and a verdict" "^hsq +2 +128 +[0-9.]+ +[0-9.]+ \[[0-9.]+, [0-9.]+\] +[0-9.]+ +[0-9.]+ +(yes|no) "
+[ -s prep/report.md ] && [ -s prep/ppl-ratio.svg ] && ok "ppl report written" || fail "ppl report missing"
+if [ "$have_py" -eq 1 ]; then
+	run python3 -c '
+import csv, json
+doc = json.load(open("p.json"))
+rows = {r["method"]: r for r in csv.DictReader(open("p.csv"))}
+assert [m["method"] for m in doc["methods"]] == ["full", "hsq", "streaming"]
+assert len(doc["documents"]) == 2
+h = rows["hsq"]
+assert float(h["boot_low"]) <= float(h["ratio"]) * 1.000001 and float(h["ratio"]) <= float(h["boot_high"]) * 1.000001
+assert abs(float(h["ratio"]) - float(h["ppl"]) / float(rows["full"]["ppl"])) < 1e-4
+'
+	expect "ppl JSON and CSV parse and agree" 0 ""
+fi
+
+# --- agree
+run "$R" agree -m "$M" -t 2 --context 256 --generate 16 --methods full,hsq,snapkv --log a1.jsonl --csv ag.csv \
+	--json ag.json doc1.txt doc2.txt
+expect "a tiny agree run exits 0" 0 ""
+expect_out "agree summarizes hsq" "^hsq +2 +32 +[01]\.[0-9]+ +[01]\.[0-9]+ \[[0-9.]+, [0-9.]+\] +([0-9]+|none) "
+if [ "$have_py" -eq 1 ]; then
+	run python3 -c '
+import json
+doc = json.load(open("ag.json"))
+assert [m["method"] for m in doc["methods"]] == ["full", "hsq", "snapkv"]
+assert doc["methods"][0]["mean"] == 1
+'
+	expect "agree JSON parses" 0 ""
+fi
+
+# --- bench: every method, one length
+run "$R" bench -m "$M" -t 2 --lengths 512 --decode 8 --text hay.txt --log b1.jsonl --csv bn.csv --json bn.json --report brep
+expect "a tiny bench run exits 0" 0 ""
+for m in full quant hsq streaming snapkv; do
+	printf '%s' "$out" | grep -Eq "^ +512 $m " && ok "bench has a row for $m" || fail "bench has no row for $m"
+done
+expect_out "bench gives full's ratios as 1" "^ +512 full .*\( 1\.00x\)"
+[ -s brep/bench-decode.svg ] && ok "bench plot written" || fail "bench plot missing"
+[ "$(wc -l <bn.csv)" -eq 6 ] && ok "bench csv: a row per method" || fail "bench csv lines: $(wc -l <bn.csv)"
+[ -z "$(ls -A "$TMPDIR")" ] && ok "temporary snapshots removed" || fail "left in TMPDIR: $(ls -A "$TMPDIR")"
+
+echo "eval_runs: $(($(date +%s) - t_start)) s"
+finish

@@ -15,7 +15,9 @@
  * A trial succeeds when the answer contains the number. The same haystack,
  * needle, position and question serve every method (paired trials). Tier
  * parameters and budget can be changed through the environment
- * (bench_util.h: HSQ_Q_GROUP, HSQ_Q_BUDGET, ...).
+ * (bench_util.h: HSQ_Q_GROUP, HSQ_Q_BUDGET, ...). To look at one trial or
+ * one method: HSQ_NEEDLE_METHODS (e.g. "hsq"), HSQ_NEEDLE_FIRST (the first
+ * trial to run), HSQ_NEEDLE_RECALL (print hsq's router recall per layer).
  *
  * Prints one line per trial and success counts per method and depth, with
  * the discordant pairs of each method against full. */
@@ -58,6 +60,29 @@ static hsq_token *tokenize(const hsq_model *m, const char *text, int special, si
 	if (hsq_tokenize(m, text, strlen(text), special ? -1 : 0, special, &t, n))
 		die("tokenize");
 	return t;
+}
+
+/* HSQ_NEEDLE_METHODS (a comma-separated list, e.g. "hsq") runs only
+ * those methods, to try alternatives quickly; the others count as misses
+ * and print "-". */
+static int method_wanted(hsq_snapshot_mode m)
+{
+	const char *e = getenv("HSQ_NEEDLE_METHODS");
+	if (!e)
+		return 1;
+	const char *name = hsq_mode_name(m);
+	size_t n = strlen(name);
+	for (const char *p = e; (p = strstr(p, name)); p += n)
+		if ((p == e || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+			return 1;
+	return 0;
+}
+
+/* The last 40 bytes of an answer: where the number is. */
+static const char *answer_tail(const char *a)
+{
+	size_t n = strlen(a);
+	return n > 40 ? a + n - 40 : a;
 }
 
 /* Appends n tokens to a growing array. */
@@ -111,7 +136,8 @@ int main(int argc, char **argv)
 	printf("# needle: %s, context %d tokens, %d trials, haystack %s (%zu tokens), seed %llu, threads %d\n", mi.name,
 	       ctx_len, n_trials, argv[5], n_hay, (unsigned long long)seed, threads);
 	printf("%-5s %-6s %-8s %-8s %-6s %-6s %-6s\n", "trial", "depth", "city", "number", "full", "quant", "hsq");
-	for (int trial = 0; trial < n_trials; trial++) {
+	int first_trial = getenv("HSQ_NEEDLE_FIRST") ? atoi(getenv("HSQ_NEEDLE_FIRST")) : 0;
+	for (int trial = first_trial; trial < n_trials; trial++) {
 		uint64_t s = seed * 1000003ull + (uint64_t)trial;
 		const char *city = cities[splitmix(&s) % (sizeof cities / sizeof *cities)];
 		unsigned number = 1000000u + (unsigned)(splitmix(&s) % 9000000u);
@@ -157,11 +183,18 @@ int main(int argc, char **argv)
 		char answers[N_METHODS][256];
 		for (int m = 0; m < N_METHODS; m++) {
 			hsq_context *ctx;
+			if (!method_wanted(methods[m])) {
+				ok[m] = 0;
+				strcpy(answers[m], "-");
+				continue;
+			}
 			if (hsq_snapshot_load(model, snap, &cp, &ctx) ||
 			    hsq_context_eval(ctx, prompt + n_ctx_tokens - N_OBS, N_OBS, NULL, 0) ||
 			    hsq_context_compress(ctx, methods[m], &tp) || bench_set_budget(ctx) ||
 			    hsq_context_eval(ctx, prompt + n_ctx_tokens, n_question, logits, 0))
 				die("method");
+			if (getenv("HSQ_NEEDLE_RECALL") && methods[m] == HSQ_MODE_HSQ)
+				hsq_context_set_recall_probe(ctx, 1);
 			hsq_detok dt = { { 0 }, 0 };
 			size_t len = 0;
 			char *ans = answers[m];
@@ -182,6 +215,15 @@ int main(int argc, char **argv)
 					die("decode");
 			}
 			ans[len] = '\0';
+			if (getenv("HSQ_NEEDLE_RECALL") && methods[m] == HSQ_MODE_HSQ) {
+				double rl[256];
+				if (hsq_context_recall(ctx, rl) == HSQ_OK) {
+					printf("recall:");
+					for (int l = 0; l < mi.n_layer; l++)
+						printf(" %d:%.3f", l, rl[l]);
+					printf("\n");
+				}
+			}
 			char num[16];
 			snprintf(num, sizeof num, "%u", number);
 			ok[m] = strstr(ans, num) != NULL;
@@ -197,9 +239,9 @@ int main(int argc, char **argv)
 			for (char *c = answers[m]; *c; c++)
 				if (*c == '\n' || *c == '\t')
 					*c = ' ';
-		printf("%-5d %-6d %-8s %-8u %-6s %-6s %-6s | %.40s | %.40s | %.40s\n", trial, depths[d], city, number,
-		       ok[0] ? "ok" : "miss", ok[1] ? "ok" : "miss", ok[2] ? "ok" : "miss", answers[0], answers[1],
-		       answers[2]);
+		printf("%-5d %-6d %-8s %-8u %-6s %-6s %-6s | %s | %s | %s\n", trial, depths[d], city, number,
+		       ok[0] ? "ok" : "miss", ok[1] ? "ok" : "miss", ok[2] ? "ok" : "miss", answer_tail(answers[0]),
+		       answer_tail(answers[1]), answer_tail(answers[2]));
 		fflush(stdout);
 		free(prompt);
 		hsq_free(needle);

@@ -11,6 +11,7 @@
 
 #include "context.h"
 #include "error.h"
+#include "le.h"
 #include "tiers.h"
 
 hsq_tier_params hsq_tier_default_params(void)
@@ -102,6 +103,9 @@ static void head_free(tier_head *h)
 	free(h->sum_code);
 	free(h->sum_k);
 	free(h->sum_v);
+	free(h->bnd_code);
+	free(h->bnd_lo);
+	free(h->bnd_hi);
 	free(h->g_hits);
 	free(h->l3_pos);
 	free(h->l3_code);
@@ -327,18 +331,72 @@ hsq_status tiers_head_add_l1(struct hsq_tiers *t, int layer, tier_head *h, int n
 	return HSQ_OK;
 }
 
-hsq_status tiers_head_add_group(struct hsq_tiers *t, tier_head *h, int n, const int32_t *pos, const uint8_t *codes,
-				const uint8_t *sum_code, int cls)
+/* Encodes per-channel bounds lo <= hi of a group as a record: one grid of
+ * 256 steps over [min lo, max hi], lower ends rounded down and upper ends
+ * up, so the decoded interval of every channel contains the encoded one
+ * (8 bits a channel keep the score bound tight: a needle's group must
+ * still outrank its neighbours). */
+static void bounds_encode(const float *lo, const float *hi, int hd, uint8_t *rec)
+{
+	float base = lo[0], top = hi[0];
+	for (int d = 1; d < hd; d++) {
+		base = lo[d] < base ? lo[d] : base;
+		top = hi[d] > top ? hi[d] : top;
+	}
+	/* a step a little over (top - base) / 255, so that base + 255 step >= top
+	 * after rounding */
+	float step = (top - base) / 255.0f;
+	while (base + 255.0f * step < top)
+		step = nextafterf(step, INFINITY);
+	uint8_t *ql = rec + 8, *qh = rec + 8 + hd;
+	for (int d = 0; d < hd; d++) {
+		int a = step > 0.0f ? (int)floorf((lo[d] - base) / step) : 0;
+		int b = step > 0.0f ? (int)ceilf((hi[d] - base) / step) : 0;
+		a = a < 0 ? 0 : a > 255 ? 255 : a;
+		b = b < 0 ? 0 : b > 255 ? 255 : b;
+		while (a > 0 && base + step * (float)a > lo[d])
+			a--;
+		while (b < 255 && base + step * (float)b < hi[d])
+			b++;
+		ql[d] = (uint8_t)a;
+		qh[d] = (uint8_t)b;
+	}
+	put_f32(rec, base);
+	put_f32(rec + 4, step);
+}
+
+/* Decodes a bounds record; 0 when it is malformed. */
+static int bounds_decode(const uint8_t *rec, int hd, float *lo, float *hi)
+{
+	float base = get_f32(rec), step = get_f32(rec + 4);
+	if (!isfinite(base) || !isfinite(step) || step < 0.0f || !isfinite(base + 255.0f * step))
+		return 0;
+	for (int d = 0; d < hd; d++) {
+		uint8_t a = rec[8 + d], b = rec[8 + hd + d];
+		if (a > b)
+			return 0;
+		lo[d] = base + step * (float)a;
+		hi[d] = base + step * (float)b;
+	}
+	return 1;
+}
+
+hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_head *h, int n, const int32_t *pos,
+				const uint8_t *codes, const uint8_t *sum_code, const uint8_t *bound, int cls)
 {
 	int hd = t->head_dim, ng = h->n_group + 1;
+	size_t cb = tier_bound_bytes(hd);
 	if (ng + 1 > h->cap_group) {
-		int c[7] = { h->cap_group, h->cap_group, h->cap_group, h->cap_group, h->cap_group, h->cap_group,
-			     h->cap_group };
+		int c[10];
+		for (int i = 0; i < 10; i++)
+			c[i] = h->cap_group;
 		if (GROW(h->g_start, c[0], ng + 1) || GROW(h->g_class, c[1], ng + 1) ||
 		    grow((void **)&h->sum_code, &c[2], ng + 1, tier_code3_pair(t)) ||
 		    grow((void **)&h->sum_k, &c[3], ng + 1, hd * sizeof(float)) ||
 		    grow((void **)&h->sum_v, &c[4], ng + 1, hd * sizeof(float)) || GROW(h->g_hits, c[5], ng + 1) ||
-		    GROW(h->slot_of, c[6], ng + 1))
+		    GROW(h->slot_of, c[6], ng + 1) || grow((void **)&h->bnd_code, &c[7], ng + 1, cb) ||
+		    grow((void **)&h->bnd_lo, &c[8], ng + 1, hd * sizeof(float)) ||
+		    grow((void **)&h->bnd_hi, &c[9], ng + 1, hd * sizeof(float)))
 			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for %d L2 groups", ng);
 		h->cap_group = c[0];
 	}
@@ -350,6 +408,28 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, tier_head *h, int n, const 
 		h->cap_l3 = c0;
 	}
 	int g = h->n_group;
+	float *lo = h->bnd_lo + (size_t)g * hd, *hi = h->bnd_hi + (size_t)g * hd;
+	uint8_t *rec = h->bnd_code + (size_t)g * cb;
+	if (bound) {
+		memcpy(rec, bound, cb);
+		if (!bounds_decode(rec, hd, lo, hi))
+			return hsq_fail(HSQ_ERR_FORMAT, "router bounds of group %d are malformed", g);
+	} else {
+		float kd[HSQ_CODEC_MAX_DIM], vd[HSQ_CODEC_MAX_DIM];
+		for (int d = 0; d < hd; d++) {
+			lo[d] = INFINITY;
+			hi[d] = -INFINITY;
+		}
+		for (int i = 0; i < n; i++) {
+			decode_token(t, r, codes + (size_t)i * tier_code4_pair(t), pos[i], kd, vd);
+			for (int d = 0; d < hd; d++) {
+				lo[d] = kd[d] < lo[d] ? kd[d] : lo[d];
+				hi[d] = kd[d] > hi[d] ? kd[d] : hi[d];
+			}
+		}
+		bounds_encode(lo, hi, hd, rec);
+		bounds_decode(rec, hd, lo, hi); /* route on what a loaded snapshot holds */
+	}
 	if (g == 0)
 		h->g_start[0] = 0;
 	memcpy(h->l3_pos + h->n_l3, pos, (size_t)n * sizeof *pos);
@@ -510,7 +590,8 @@ static int eviction_keep(const struct hsq_tiers *t, int n)
 	int rest = n - fixed, flagged = (int)(p->l1_fraction * rest);
 	int grouped = rest - flagged, blocks = (grouped + p->group_size - 1) / p->group_size;
 	int groups = blocks + (p->group_size == 16 ? (int)lroundf(p->medium_fraction * blocks) : 0);
-	double bytes = (double)(fixed + flagged) * tier_code4_pair(t) + (double)groups * tier_code3_pair(t);
+	double bytes = (double)(fixed + flagged) * tier_code4_pair(t) +
+		       (double)groups * (tier_code3_pair(t) + tier_bound_bytes(t->head_dim));
 	int keep = (int)(bytes / tier_code4_pair(t));
 	return keep < n ? keep : n;
 }
@@ -671,7 +752,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 					if ((st = encode_pairs(t, kg, vg, kvw, sn, gi, codes)) ||
 					    (st = encode_summary(t, k_rope + (size_t)g * hd, vg, kvw, sn, gi, weights, tmp,
 								 sum)) ||
-					    (st = tiers_head_add_group(t, h, sn, gi, codes, sum,
+					    (st = tiers_head_add_group(t, R, h, sn, gi, codes, sum, NULL,
 								       parts == 2 ? HSQ_GROUP_MEDIUM : HSQ_GROUP_LOW)))
 						goto done;
 				}

@@ -54,7 +54,7 @@ static hsq_status ensure_scratch(struct hsq_tiers *t, int groups, int fetch, int
 		tier_scratch *x = &t->scratch[i];
 		if (groups > x->cap_groups || !x->gk) {
 			if (reserve((void **)&x->gscore, groups, sizeof(float)) ||
-			    reserve(&x->rank, groups, sizeof(ranked_group)) ||
+			    reserve(&x->rank, 2 * groups, sizeof(ranked_group)) ||
 			    reserve((void **)&x->fetched, groups, 1) || reserve((void **)&x->gk, groups, sizeof *x->gk) ||
 			    reserve((void **)&x->gv, groups, sizeof *x->gv) ||
 			    reserve((void **)&x->gsize, groups, sizeof *x->gsize))
@@ -105,6 +105,51 @@ typedef struct attend_job {
 	uint64_t stamp;        /* this call's clock value for the cache */
 } attend_job;
 
+/* The router (docs/tiers.md, Decoding): marks in fetched[] the groups of
+ * head h that a token's queries q ([G][hd], the query heads sharing the KV
+ * head) take under budget tokens. Two rankings take turns: by the bound of
+ * q.k over each group's keys, which finds a group holding one key the query
+ * matches strongly (a needle) even when its mean key does not; and by
+ * q.k_summary, which finds the groups whose attention mass is spread over
+ * many keys. Each turn takes the next group of its ranking that is not
+ * taken yet and still fits; a group that would overflow the budget is
+ * skipped. A score is the largest over the G query heads. rk: scratch of
+ * 2 n_group entries. */
+static void route(const tier_head *h, const float *q, int G, int hd, int budget, ranked_group *rk, uint8_t *fetched)
+{
+	int ng = h->n_group;
+	ranked_group *by_bound = rk, *by_mean = rk + ng;
+	for (int k = 0; k < ng; k++) {
+		const float *lo = h->bnd_lo + (size_t)k * hd, *hi = h->bnd_hi + (size_t)k * hd;
+		const float *sk = h->sum_k + (size_t)k * hd;
+		float bound = -INFINITY, mean = -INFINITY;
+		for (int hq = 0; hq < G; hq++) {
+			const float *qh = q + (size_t)hq * hd;
+			float b = 0.0f;
+			for (int d = 0; d < hd; d++)
+				b += qh[d] > 0.0f ? qh[d] * hi[d] : qh[d] * lo[d];
+			float m = dot_f32(qh, sk, hd);
+			bound = b > bound ? b : bound;
+			mean = m > mean ? m : mean;
+		}
+		by_bound[k] = (ranked_group){ bound, k };
+		by_mean[k] = (ranked_group){ mean, k };
+	}
+	qsort(by_bound, (size_t)ng, sizeof *rk, by_score_desc);
+	qsort(by_mean, (size_t)ng, sizeof *rk, by_score_desc);
+	const ranked_group *list[2] = { by_bound, by_mean };
+	int next[2] = { 0, 0 }, total = 0;
+	for (int turn = 0; (next[0] < ng || next[1] < ng) && total < budget; turn ^= 1)
+		while (next[turn] < ng) {
+			int k = list[turn][next[turn]++].group, size = h->g_start[k + 1] - h->g_start[k];
+			if (fetched[k] || total + size > budget)
+				continue;
+			fetched[k] = 1;
+			total += size;
+			break;
+		}
+}
+
 /* The slot for group k: the one holding it (its stamp refreshed), else
  * the least recently used slot not read in this call, emptied for the
  * caller to decode into, else -1 (the caller decodes into scratch). */
@@ -149,25 +194,7 @@ static void attend_task(void *arg, int task, int thread)
 		if (j->budget == INT_MAX) {
 			memset(x->fetched, 1, (size_t)h->n_group);
 		} else if (j->budget > 0) {
-			ranked_group *rk = x->rank;
-			for (int k = 0; k < h->n_group; k++) {
-				const float *sk = h->sum_k + (size_t)k * hd;
-				float best = -INFINITY;
-				for (int hq = g * G; hq < (g + 1) * G; hq++) {
-					float s = dot_f32(qrow + (size_t)hq * hd, sk, hd);
-					best = s > best ? s : best;
-				}
-				rk[k] = (ranked_group){ best, k };
-			}
-			qsort(rk, (size_t)h->n_group, sizeof *rk, by_score_desc);
-			int total = 0;
-			for (int k = 0; k < h->n_group && total < j->budget; k++) {
-				int gid = rk[k].group, size = h->g_start[gid + 1] - h->g_start[gid];
-				if (total + size > j->budget)
-					continue;
-				x->fetched[gid] = 1;
-				total += size;
-			}
+			route(h, qrow + (size_t)g * G * hd, G, hd, j->budget, x->rank, x->fetched);
 		}
 		/* 2. fetch, in group order: from the cache, or decoded */
 		int32_t *tr = j->trace + (size_t)task * j->max_groups;
@@ -491,8 +518,8 @@ hsq_status tiers_compact(struct hsq_tiers *t)
 			while (L->n_tail - keep >= gs) {
 				for (int g = 0; g < t->n_head_kv; g++) {
 					if ((st = encode_tail(t, L, g, gs, kbuf, codes, sum)) ||
-					    (st = tiers_head_add_group(t, &L->heads[g], gs, L->tail_pos, codes, sum,
-								       HSQ_GROUP_LOW)))
+					    (st = tiers_head_add_group(t, &t->rope[L->rope_table], &L->heads[g], gs,
+								       L->tail_pos, codes, sum, NULL, HSQ_GROUP_LOW)))
 						return st;
 				}
 				tail_drop(t, L, gs);

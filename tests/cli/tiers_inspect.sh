@@ -73,7 +73,7 @@ if [ "$have_py" -eq 1 ]; then
 	if python3 - "$TMP/tiers.json" "$size" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
-assert j["mode"] == "hsq" and j["version"] == "1.1" and j["verified"] is True, j["mode"]
+assert j["mode"] == "hsq" and j["version"] == "1.2" and j["verified"] is True, j["mode"]
 assert [s["name"] for s in j["sections"]] == ["meta", "tokens", "tiers", "l1", "l2", "l3.index", "l3"]
 assert all(s["checksum"] == "ok" for s in j["sections"])
 t = j["tiers"]

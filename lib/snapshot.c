@@ -918,7 +918,7 @@ static hsq_status load_tiers(snap_reader *r, const hsq_model *model, const hsq_c
 	/* tiers_new re-checks the parameters: damaged values are refused here */
 	if ((st = tiers_new(model, mode, &tp, ctx->n_ctx, ctx->backend->ops->threads(ctx->backend), &t)) ||
 	    (st = tiers_rope_reserve(t, ctx->n_ctx)) ||
-	    (st = tiers_deserialize(t, r->path, blobs, (int)r->meta.n_tokens, r->minor >= 2)))
+	    (st = tiers_deserialize(t, r->path, blobs, (int)r->meta.n_tokens)))
 		goto done;
 	ctx->tiers = t;
 	t = NULL;
@@ -1004,7 +1004,7 @@ hsq_status hsq_snapshot_read_tiers(const char *path, hsq_tier_map **out)
 	copy_printable(map->compressor, sizeof map->compressor, b[0].data + TC_COMPRESSOR_NAME, 32);
 	size_t c4 = 2 * (size_t)get_u32(b[0].data + TC_CODE4), c3 = 2 * (size_t)get_u32(b[0].data + TC_CODE3);
 	int n_heads = map->n_layer * map->n_head_kv, n = map->n_tokens;
-	size_t cb = r.minor >= 2 ? tier_bound_bytes(map->head_dim) : 0; /* 1.1 files have no router bounds */
+	size_t cb = tier_bound_bytes(map->head_dim); /* derived from L3 at load, held in L2 */
 	if (c4 > 4096 || c3 > 4096) {
 		st = hsq_fail(HSQ_ERR_FORMAT, "%s: code sizes %zu/%zu in section 'tiers' are implausible; the file is damaged",
 			      path, c4 / 2, c3 / 2);
@@ -1015,7 +1015,7 @@ hsq_status hsq_snapshot_read_tiers(const char *path, hsq_tier_map **out)
 	for (int i = 0; i < n_heads; i++) {
 		hsq_tier_head_info *h = &map->heads[i];
 		tier_entry e;
-		if ((st = tier_entry_read(path, b, i, map->n_head_kv, n, c4, c3, cb, &e)))
+		if ((st = tier_entry_read(path, b, i, map->n_head_kv, n, c4, c3, &e)))
 			goto done;
 		h->layer = i / map->n_head_kv;
 		h->head = i % map->n_head_kv;

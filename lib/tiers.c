@@ -365,24 +365,18 @@ static void bounds_encode(const float *lo, const float *hi, int hd, uint8_t *rec
 	put_f32(rec + 4, step);
 }
 
-/* Decodes a bounds record; 0 when it is malformed. */
-static int bounds_decode(const uint8_t *rec, int hd, float *lo, float *hi)
+/* Decodes a bounds record. */
+static void bounds_decode(const uint8_t *rec, int hd, float *lo, float *hi)
 {
 	float base = get_f32(rec), step = get_f32(rec + 4);
-	if (!isfinite(base) || !isfinite(step) || step < 0.0f || !isfinite(base + 255.0f * step))
-		return 0;
 	for (int d = 0; d < hd; d++) {
-		uint8_t a = rec[8 + d], b = rec[8 + hd + d];
-		if (a > b)
-			return 0;
-		lo[d] = base + step * (float)a;
-		hi[d] = base + step * (float)b;
+		lo[d] = base + step * (float)rec[8 + d];
+		hi[d] = base + step * (float)rec[8 + hd + d];
 	}
-	return 1;
 }
 
 hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_head *h, int n, const int32_t *pos,
-				const uint8_t *codes, const uint8_t *sum_code, const uint8_t *bound, int cls)
+				const uint8_t *codes, const uint8_t *sum_code, int cls)
 {
 	int hd = t->head_dim, ng = h->n_group + 1;
 	size_t cb = tier_bound_bytes(hd);
@@ -410,26 +404,23 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_h
 	int g = h->n_group;
 	float *lo = h->bnd_lo + (size_t)g * hd, *hi = h->bnd_hi + (size_t)g * hd;
 	uint8_t *rec = h->bnd_code + (size_t)g * cb;
-	if (bound) {
-		memcpy(rec, bound, cb);
-		if (!bounds_decode(rec, hd, lo, hi))
-			return hsq_fail(HSQ_ERR_FORMAT, "router bounds of group %d are malformed", g);
-	} else {
-		float kd[HSQ_CODEC_MAX_DIM], vd[HSQ_CODEC_MAX_DIM];
-		for (int d = 0; d < hd; d++) {
-			lo[d] = INFINITY;
-			hi[d] = -INFINITY;
-		}
-		for (int i = 0; i < n; i++) {
-			decode_token(t, r, codes + (size_t)i * tier_code4_pair(t), pos[i], kd, vd);
-			for (int d = 0; d < hd; d++) {
-				lo[d] = kd[d] < lo[d] ? kd[d] : lo[d];
-				hi[d] = kd[d] > hi[d] ? kd[d] : hi[d];
-			}
-		}
-		bounds_encode(lo, hi, hd, rec);
-		bounds_decode(rec, hd, lo, hi); /* route on what a loaded snapshot holds */
+	/* router bounds: the range of every channel over the group's keys as a
+	 * fetch decodes them, kept at 8 bits as a device would hold them, and
+	 * routed on in that form */
+	float kd[HSQ_CODEC_MAX_DIM], vd[HSQ_CODEC_MAX_DIM];
+	for (int d = 0; d < hd; d++) {
+		lo[d] = INFINITY;
+		hi[d] = -INFINITY;
 	}
+	for (int i = 0; i < n; i++) {
+		decode_token(t, r, codes + (size_t)i * tier_code4_pair(t), pos[i], kd, vd);
+		for (int d = 0; d < hd; d++) {
+			lo[d] = kd[d] < lo[d] ? kd[d] : lo[d];
+			hi[d] = kd[d] > hi[d] ? kd[d] : hi[d];
+		}
+	}
+	bounds_encode(lo, hi, hd, rec);
+	bounds_decode(rec, hd, lo, hi);
 	if (g == 0)
 		h->g_start[0] = 0;
 	memcpy(h->l3_pos + h->n_l3, pos, (size_t)n * sizeof *pos);
@@ -752,7 +743,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 					if ((st = encode_pairs(t, kg, vg, kvw, sn, gi, codes)) ||
 					    (st = encode_summary(t, k_rope + (size_t)g * hd, vg, kvw, sn, gi, weights, tmp,
 								 sum)) ||
-					    (st = tiers_head_add_group(t, R, h, sn, gi, codes, sum, NULL,
+					    (st = tiers_head_add_group(t, R, h, sn, gi, codes, sum,
 								       parts == 2 ? HSQ_GROUP_MEDIUM : HSQ_GROUP_LOW)))
 						goto done;
 				}

@@ -37,7 +37,8 @@ typedef struct tier_head {
 	uint8_t *g_class;      /* [n_group] HSQ_GROUP_LOW or HSQ_GROUP_MEDIUM */
 	uint8_t *sum_code;     /* [n_group][2][code3] key summary (after RoPE), value summary */
 	float *sum_k, *sum_v;  /* [n_group][head_dim] decoded summaries */
-	uint8_t *bnd_code;     /* [n_group][tier_bound_bytes] router bounds (format 1.2) */
+	uint8_t *bnd_code;     /* [n_group][tier_bound_bytes] router bounds, 8 bits a channel,
+				* derived from L3 (not stored in snapshots) */
 	float *bnd_lo, *bnd_hi; /* [n_group][head_dim] decoded bounds: every key of the
 				 * group (after RoPE, as L3 decodes it) lies channel by
 				 * channel in [lo, hi], so q.k <= sum_c max(q_c lo_c, q_c hi_c),
@@ -119,15 +120,15 @@ typedef struct tier_scratch {
 static inline size_t tier_code4_pair(const struct hsq_tiers *t) { return 2 * t->code4; }
 static inline size_t tier_code3_pair(const struct hsq_tiers *t) { return 2 * t->code3; }
 
-/* Bytes of one group's router bounds: f32 base, f32 step, then head_dim
- * u8 lower and head_dim u8 upper codes (channel c lies in
- * [base + step lo[c], base + step hi[c]]); hsq-snapshot(5), section l2. */
+/* Bytes of one group's router bounds as the fast tier holds them: f32
+ * base, f32 step, then head_dim u8 lower and head_dim u8 upper codes
+ * (channel c lies in [base + step lo[c], base + step hi[c]]). Snapshots do
+ * not store them: a reader derives them from L3 (hsq-snapshot(5)). */
 static inline size_t tier_bound_bytes(int head_dim) { return 8 + 2 * (size_t)head_dim; }
 
 /* Encoded bytes of the tiers as hsq_tier_stats counts them: codes plus an
- * int32 position per token (L1, L3); codes, router bounds (bound bytes,
- * 0 for a format 1.1 file, which has none), an int32 group start and a
- * class byte per group (L2). pair4/pair3: bytes of one token's or one
+ * int32 position per token (L1, L3); codes, router bounds (bound bytes),
+ * an int32 group start and a class byte per group (L2). pair4/pair3: bytes of one token's or one
  * summary's K and V codes. */
 static inline uint64_t tier_l1_bytes(uint64_t n_l1, size_t pair4) { return n_l1 * (pair4 + 4); }
 static inline uint64_t tier_l2_bytes(uint64_t n_group, size_t pair3, size_t bound)
@@ -162,15 +163,12 @@ hsq_status tiers_encode_token(const struct hsq_tiers *t, const float *k_pre, con
 void tiers_decode_token(const struct hsq_tiers *t, const uint8_t *code, float *k_pre, float *v);
 
 /* Appends tokens to a head (capacity grows). Codes are copied; the decoded
- * working copies are made from them. A group's router bounds come from
- * `bound` (a record of tier_bound_bytes, as stored), or when it is NULL are
- * computed from the group's codes; a record that does not decode (a
- * non-finite base or step, a negative step, a lower code above the upper
- * one) is HSQ_ERR_FORMAT. */
+ * working copies, and a group's router bounds, are made from them (r: the
+ * layer's RoPE table, which the bounds of keys after RoPE need). */
 hsq_status tiers_head_add_l1(struct hsq_tiers *t, int layer, tier_head *h, int n, const int32_t *pos,
 			     const uint8_t *codes);
 hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_head *h, int n, const int32_t *pos,
-				const uint8_t *codes, const uint8_t *sum_code, const uint8_t *bound, int cls);
+				const uint8_t *codes, const uint8_t *sum_code, int cls);
 
 /* Re-makes the decoded copies of L1 and L2 of every head from the codes
  * (after loading). */

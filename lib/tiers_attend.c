@@ -519,7 +519,7 @@ hsq_status tiers_compact(struct hsq_tiers *t)
 				for (int g = 0; g < t->n_head_kv; g++) {
 					if ((st = encode_tail(t, L, g, gs, kbuf, codes, sum)) ||
 					    (st = tiers_head_add_group(t, &t->rope[L->rope_table], &L->heads[g], gs,
-								       L->tail_pos, codes, sum, NULL, HSQ_GROUP_LOW)))
+								       L->tail_pos, codes, sum, HSQ_GROUP_LOW)))
 						return st;
 				}
 				tail_drop(t, L, gs);

@@ -1,5 +1,5 @@
 /* tiers_io.c - the tier sections of a snapshot (hsq-snapshot(5), format
- * 1.2): "tiers" (configuration), "l1", "l2" (contiguous, 64-byte aligned
+ * 1.1): "tiers" (configuration), "l1", "l2" (contiguous, 64-byte aligned
  * arrays a device backend loads with one copy each), "l3.index" and "l3"
  * (one zstd frame per layer and KV head, each with its own CRC32C, so one
  * head's archive can be read without the rest).
@@ -42,7 +42,7 @@ hsq_status tiers_serialize(const struct hsq_tiers *t, int zstd_level, tier_blob 
 {
 	hsq_status st = HSQ_OK;
 	int L = t->n_layer, H = t->n_head_kv, n_heads = L * H;
-	size_t c4 = tier_code4_pair(t), c3 = tier_code3_pair(t), cb = tier_bound_bytes(t->head_dim);
+	size_t c4 = tier_code4_pair(t), c3 = tier_code3_pair(t);
 	ZSTD_CCtx *cctx = NULL;
 	uint8_t *frame = NULL;
 	memset(b, 0, TIER_N_SECTIONS * sizeof *b);
@@ -81,7 +81,7 @@ hsq_status tiers_serialize(const struct hsq_tiers *t, int zstd_level, tier_blob 
 		const tier_head *h = &t->layers[i / H].heads[i % H];
 		s1 += align64((uint64_t)h->n_l1 * 4) + align64((uint64_t)h->n_l1 * c4);
 		s2 += align64((uint64_t)(h->n_group + 1) * 4) + align64((uint64_t)h->n_group) +
-		      align64((uint64_t)h->n_group * c3) + align64((uint64_t)h->n_group * cb);
+		      align64((uint64_t)h->n_group * c3);
 	}
 	b[1].size = s1;
 	b[2].size = s2;
@@ -115,9 +115,6 @@ hsq_status tiers_serialize(const struct hsq_tiers *t, int zstd_level, tier_blob 
 		if (h->n_group)
 			memcpy(b[2].data + o2, h->sum_code, (size_t)h->n_group * c3);
 		o2 += align64((uint64_t)h->n_group * c3);
-		if (h->n_group)
-			memcpy(b[2].data + o2, h->bnd_code, (size_t)h->n_group * cb);
-		o2 += align64((uint64_t)h->n_group * cb);
 		size_t raw = (size_t)h->n_l3 * (4 + c4);
 		max_frame = raw > max_frame ? raw : max_frame;
 		l3_total += ZSTD_compressBound(raw);
@@ -224,7 +221,7 @@ hsq_status tier_tables_check(const char *path, const tier_blob *b, int n_heads)
 }
 
 hsq_status tier_entry_read(const char *path, const tier_blob *b, int i, int n_head_kv, int n_tokens, size_t c4,
-			   size_t c3, size_t cb, tier_entry *e)
+			   size_t c3, tier_entry *e)
 {
 	const uint8_t *e1 = b[1].data + (size_t)i * 16, *e2 = b[2].data + (size_t)i * 16, *e3 = b[3].data + (size_t)i * 32;
 	uint64_t n = (uint64_t)n_tokens;
@@ -241,8 +238,7 @@ hsq_status tier_entry_read(const char *path, const tier_blob *b, int i, int n_he
 	uint64_t ng = e->n_group;
 	if (e->window < 0 || e->n_l1 > n || e->n_l3 > n || ng > e->n_l3 || e->n_l1 + e->n_l3 > n ||
 	    !inside(e->l1_off, align64(e->n_l1 * 4) + e->n_l1 * c4, b[1].size) ||
-	    !inside(e->l2_off, align64((ng + 1) * 4) + align64(ng) + (cb ? align64(ng * c3) + ng * cb : ng * c3),
-		    b[2].size) ||
+	    !inside(e->l2_off, align64((ng + 1) * 4) + align64(ng) + ng * c3, b[2].size) ||
 	    get_u32(e3 + 24) != e->n_l3 || !inside(e->l3_off, e->l3_stored, b[4].size) ||
 	    e->l3_raw != e->n_l3 * (4 + c4))
 		return hsq_fail(HSQ_ERR_FORMAT, "%s: tier tables of layer %d head %d (%llu L1, %llu groups, %llu archived of %d tokens) do not fit; the file is damaged",
@@ -253,15 +249,14 @@ hsq_status tier_entry_read(const char *path, const tier_blob *b, int i, int n_he
 	e->g_start = b[2].data + e->l2_off;
 	e->g_class = e->g_start + align64((ng + 1) * 4);
 	e->l2_codes = e->g_class + align64(ng);
-	e->l2_bounds = cb ? e->l2_codes + align64(ng * c3) : NULL;
 	return HSQ_OK;
 }
 
-hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_blob *b, int n_tokens, int has_bounds)
+hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_blob *b, int n_tokens)
 {
 	hsq_status st = HSQ_OK;
 	int L = t->n_layer, H = t->n_head_kv, n_heads = L * H;
-	size_t c4 = tier_code4_pair(t), c3 = tier_code3_pair(t), cb = has_bounds ? tier_bound_bytes(t->head_dim) : 0;
+	size_t c4 = tier_code4_pair(t), c3 = tier_code3_pair(t);
 	uint8_t *frame = NULL;
 	ZSTD_DCtx *dctx = NULL;
 	if (get_u32(b[0].data + TC_CODE4) != t->code4 || get_u32(b[0].data + TC_CODE3) != t->code3)
@@ -275,7 +270,7 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 		int l = i / H;
 		tier_head *h = &t->layers[l].heads[i % H];
 		tier_entry e;
-		if ((st = tier_entry_read(path, b, i, H, n_tokens, c4, c3, cb, &e)))
+		if ((st = tier_entry_read(path, b, i, H, n_tokens, c4, c3, &e)))
 			goto fail;
 		if (e.window != t->layers[l].window) {
 			st = hsq_fail(HSQ_ERR_FORMAT, "%s: layer %d is stored with attention window %d but the model's is %d; the file is damaged",
@@ -371,13 +366,8 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 				gpos[k - a] = (int32_t)v;
 			}
 			if ((st = tiers_head_add_group(t, &t->rope[t->layers[l].rope_table], h, (int)(z - a), gpos,
-						       codes3 + (size_t)a * c4, codes2 + (size_t)g * c3,
-						       e.l2_bounds ? e.l2_bounds + (size_t)g * cb : NULL, cls[g]))) {
-				if (st == HSQ_ERR_FORMAT)
-					st = hsq_fail(HSQ_ERR_FORMAT, "%s: router bounds of group %llu of layer %d head %d are malformed; the file is damaged",
-						      path, (unsigned long long)g, l, i % H);
+						       codes3 + (size_t)a * c4, codes2 + (size_t)g * c3, cls[g])))
 				goto fail;
-			}
 		}
 	}
 	t->n_tokens = n_tokens;

@@ -1,5 +1,5 @@
 /* tiers_io.h - tier sections of a snapshot (internal); the normative
- * layout is hsq-snapshot(5), format 1.2. */
+ * layout is hsq-snapshot(5), format 1.1. */
 #ifndef HSQ_TIERS_IO_H
 #define HSQ_TIERS_IO_H
 
@@ -54,15 +54,13 @@ typedef struct tier_entry {
 	uint32_t l3_crc;         /* CRC32C of the frame */
 	const uint8_t *l1_pos, *l1_codes;   /* into blobs[1] */
 	const uint8_t *g_start, *g_class, *l2_codes; /* into blobs[2] */
-	const uint8_t *l2_bounds; /* into blobs[2]; NULL in a format 1.1 file */
 } tier_entry;
 
 /* Checks that the tables hold n_heads rows. */
 hsq_status tier_tables_check(const char *path, const tier_blob *blobs, int n_heads);
-/* Row i (layer-major) with code pairs of c4 (L1/L3) and c3 (L2) bytes and
- * router bound records of cb bytes (0: a format 1.1 file, without them). */
+/* Row i (layer-major) with code pairs of c4 (L1/L3) and c3 (L2) bytes. */
 hsq_status tier_entry_read(const char *path, const tier_blob *blobs, int i, int n_head_kv, int n_tokens, size_t c4,
-			   size_t c3, size_t cb, tier_entry *e);
+			   size_t c3, tier_entry *e);
 
 /* Builds the five sections (blobs[i] named tier_section_names[i]). */
 hsq_status tiers_serialize(const struct hsq_tiers *t, int zstd_level, tier_blob *blobs);
@@ -70,10 +68,7 @@ void tier_blobs_free(tier_blob *blobs);
 /* Reads mode and parameters from section "tiers", checking the shape. */
 hsq_status tiers_read_config(const char *path, const uint8_t *cfg, uint64_t size, int n_layer, int n_head_kv,
 			     int head_dim, hsq_snapshot_mode *mode, hsq_tier_params *params);
-/* Fills an empty t (made by tiers_new with that mode and parameters).
- * has_bounds: the file is format 1.2 or later, whose l2 blocks hold the
- * router bounds; for older files they are computed from L3. */
-hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_blob *blobs, int n_tokens,
-			     int has_bounds);
+/* Fills an empty t (made by tiers_new with that mode and parameters). */
+hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_blob *blobs, int n_tokens);
 
 #endif

@@ -138,7 +138,6 @@ void tiers_free(struct hsq_tiers *t)
 	if (t->scratch)
 		for (int i = 0; i < t->n_threads; i++) {
 			tier_scratch *x = &t->scratch[i];
-			free(x->gscore);
 			free(x->rank);
 			free(x->fetched);
 			free(x->fpos);

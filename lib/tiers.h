@@ -104,8 +104,7 @@ struct hsq_tiers {
 
 typedef struct tier_scratch {
 	int cap_groups, cap_fetch, cap_scores, cap_pos;
-	float *gscore;         /* [cap_groups] router scores */
-	void *rank;            /* [cap_groups] ranking pairs */
+	void *rank;            /* [2 * cap_groups] ranking pairs: by bound, by summary */
 	uint8_t *fetched;      /* [cap_groups] 1 = fetched this step */
 	int32_t *fpos;         /* [cap_fetch] positions of fetched tokens */
 	float *fk, *fv;        /* [cap_fetch][head_dim] fetched K (rotated), V, when not cached */
@@ -128,8 +127,8 @@ static inline size_t tier_bound_bytes(int head_dim) { return 8 + 2 * (size_t)hea
 
 /* Encoded bytes of the tiers as hsq_tier_stats counts them: codes plus an
  * int32 position per token (L1, L3); codes, router bounds (bound bytes),
- * an int32 group start and a class byte per group (L2). pair4/pair3: bytes of one token's or one
- * summary's K and V codes. */
+ * an int32 group start and a class byte per group (L2). pair4/pair3:
+ * bytes of one token's or one summary's K and V codes. */
 static inline uint64_t tier_l1_bytes(uint64_t n_l1, size_t pair4) { return n_l1 * (pair4 + 4); }
 static inline uint64_t tier_l2_bytes(uint64_t n_group, size_t pair3, size_t bound)
 {

@@ -53,8 +53,7 @@ static hsq_status ensure_scratch(struct hsq_tiers *t, int groups, int fetch, int
 	for (int i = 0; i < t->n_threads; i++) {
 		tier_scratch *x = &t->scratch[i];
 		if (groups > x->cap_groups || !x->gk) {
-			if (reserve((void **)&x->gscore, groups, sizeof(float)) ||
-			    reserve(&x->rank, 2 * groups, sizeof(ranked_group)) ||
+			if (reserve(&x->rank, 2 * groups, sizeof(ranked_group)) ||
 			    reserve((void **)&x->fetched, groups, 1) || reserve((void **)&x->gk, groups, sizeof *x->gk) ||
 			    reserve((void **)&x->gv, groups, sizeof *x->gv) ||
 			    reserve((void **)&x->gsize, groups, sizeof *x->gsize))

@@ -354,14 +354,6 @@ static void write_json(FILE *f, const summary *S)
 	sb_free(&b);
 }
 
-static void csv_num(FILE *f, double v)
-{
-	if (isfinite(v))
-		fprintf(f, ",%.6g", v);
-	else
-		fputs(",", f);
-}
-
 static void write_csv(FILE *f, const summary *S)
 {
 	const bench_opts *o = S->o;
@@ -374,11 +366,11 @@ static void write_csv(FILE *f, const summary *S)
 	for (int li = 0; li < o->n_len; li++)
 		for (int m = 0; m < o->c.n_methods; m++) {
 			fprintf(f, "%d,%s", o->lengths[li], hsq_mode_name(o->c.methods[m]));
-			csv_num(f, S->prefill[li]);
+			eval_csv_num(f, S->prefill[li]);
 			for (int k = 0; k < N_B; k++)
-				csv_num(f, at(S, li, m, k));
+				eval_csv_num(f, at(S, li, m, k));
 			for (int k = 1; k < N_B; k++)
-				csv_num(f, ratio(S, li, m, k));
+				eval_csv_num(f, ratio(S, li, m, k));
 			fputc('\n', f);
 		}
 }

@@ -193,6 +193,8 @@ void eval_file_commit(eval_file *o);
 /* Creates DIR if needed and checks that it is a writable directory. */
 void eval_report_dir(const char *dir);
 /* DIR/name, written whole by fn(f, user) and renamed into place. */
+/* Writes "," and v (%.6g) to a CSV row; an empty field when v is not finite. */
+void eval_csv_num(FILE *f, double v);
 void eval_report_write(const char *dir, const char *name, void (*fn)(FILE *f, const void *user), const void *user);
 
 /* Removed at exit and on SIGINT/SIGTERM/SIGHUP unless forgotten first:

@@ -582,14 +582,6 @@ static void write_json(FILE *f, const summary *S)
 	fprintf(f, "\n]}\n");
 }
 
-static void csv_num(FILE *f, double v)
-{
-	if (isfinite(v))
-		fprintf(f, ",%.6g", v);
-	else
-		fputs(",", f);
-}
-
 static void write_csv(FILE *f, const summary *S)
 {
 	const needle_opts *o = S->o;
@@ -604,15 +596,15 @@ static void write_csv(FILE *f, const summary *S)
 			if (!s->n)
 				continue;
 			fprintf(f, "%s,%s,%s,%d,%d", len, dep, hsq_mode_name(o->c.methods[m]), s->n, s->k);
-			csv_num(f, (double)s->k / s->n);
-			csv_num(f, s->wilson.low);
-			csv_num(f, s->wilson.high);
-			csv_num(f, s->fast);
+			eval_csv_num(f, (double)s->k / s->n);
+			eval_csv_num(f, s->wilson.low);
+			eval_csv_num(f, s->wilson.high);
+			eval_csv_num(f, s->fast);
 			if (m) {
 				fprintf(f, ",%d,%d", s->b, s->c);
 				double v[5] = { s->mcnemar_p, s->tost.diff, s->tost.ci_low, s->tost.ci_high, s->tost.p };
 				for (int i = 0; i < 5; i++)
-					csv_num(f, v[i]);
+					eval_csv_num(f, v[i]);
 				fprintf(f, ",%s\n", s->tost.equivalent ? "yes" : "no");
 			} else {
 				fprintf(f, ",,,,,,,,\n");

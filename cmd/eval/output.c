@@ -2,6 +2,7 @@
  * written whole and renamed into place, and the clean-up of temporary
  * files when a run ends, fails or is interrupted. */
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -396,4 +397,12 @@ void eval_log_close(eval_log *L)
 	L->records = NULL;
 	L->lines = NULL;
 	L->n = L->cap = 0;
+}
+
+void eval_csv_num(FILE *f, double v)
+{
+	if (isfinite(v))
+		fprintf(f, ",%.6g", v);
+	else
+		fputs(",", f);
 }

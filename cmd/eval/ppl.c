@@ -356,28 +356,20 @@ static void write_json(FILE *f, const summary *S)
 	sb_free(&b);
 }
 
-static void csv_num(FILE *f, double v)
-{
-	if (isfinite(v))
-		fprintf(f, ",%.6g", v);
-	else
-		fputs(",", f);
-}
-
 static void write_csv(FILE *f, const summary *S)
 {
 	fprintf(f, "method,documents,tokens,ppl,ratio,boot_low,boot_high,noninf_upper,noninf_p,non_inferior,fast_bytes\n");
 	for (int m = 0; m < S->o->c.n_methods; m++) {
 		const method_sum *s = &S->m[m];
 		fprintf(f, "%s,%d,%ld", hsq_mode_name(S->o->c.methods[m]), s->docs, s->tokens);
-		csv_num(f, s->ppl);
-		csv_num(f, s->ratio);
-		csv_num(f, m ? s->boot.low : NAN);
-		csv_num(f, m ? s->boot.high : NAN);
-		csv_num(f, s->have_noninf ? s->noninf.upper : NAN);
-		csv_num(f, s->have_noninf ? s->noninf.p : NAN);
+		eval_csv_num(f, s->ppl);
+		eval_csv_num(f, s->ratio);
+		eval_csv_num(f, m ? s->boot.low : NAN);
+		eval_csv_num(f, m ? s->boot.high : NAN);
+		eval_csv_num(f, s->have_noninf ? s->noninf.upper : NAN);
+		eval_csv_num(f, s->have_noninf ? s->noninf.p : NAN);
 		fprintf(f, ",%s", m ? verdict(s) : "");
-		csv_num(f, s->fast);
+		eval_csv_num(f, s->fast);
 		fputc('\n', f);
 	}
 }

@@ -63,11 +63,15 @@ static inline hsq_tier_params bench_tier_params(void)
 	return p;
 }
 
-/* The routing budget from HSQ_Q_BUDGET (tokens), else the default. */
+/* The routing budget from HSQ_Q_BUDGET (tokens) and the number of
+ * retrieval heads from HSQ_Q_RETRIEVAL, else the defaults. */
 static inline hsq_status bench_set_budget(hsq_context *ctx)
 {
-	const char *b = getenv("HSQ_Q_BUDGET");
-	return b && hsq_context_mode(ctx) == HSQ_MODE_HSQ ? hsq_context_set_budget(ctx, atoi(b)) : HSQ_OK;
+	if (hsq_context_mode(ctx) != HSQ_MODE_HSQ)
+		return HSQ_OK;
+	const char *b = getenv("HSQ_Q_BUDGET"), *r = getenv("HSQ_Q_RETRIEVAL");
+	hsq_status st = b ? hsq_context_set_budget(ctx, atoi(b)) : HSQ_OK;
+	return st || !r ? st : hsq_context_set_retrieval_heads(ctx, atoi(r));
 }
 
 #endif

@@ -823,6 +823,40 @@ static void print_tier_row(const char *label, const tier_sum *s, int window, int
 	printf("\n");
 }
 
+/* The heads with the highest induction score, highest first: the
+ * retrieval heads hsq-decode picks by default. */
+static void print_retrieval(const hsq_tier_map *m)
+{
+	int n = m->n_layer * m->n_head_kv, n_global = 0;
+	for (int i = 0; i < n; i++)
+		n_global += !m->heads[i].window;
+	int want = hsq_default_retrieval_heads(n_global), shown = 0;
+	float last = INFINITY;
+	int last_i = -1;
+	printf("retrieval:  ");
+	for (; shown < want; shown++) { /* selection: the next below (last, last_i) */
+		int best = -1;
+		for (int i = 0; i < n; i++) {
+			float v = m->heads[i].induction;
+			if (m->heads[i].window || !(v > 0.0f) || v > last || (v == last && i <= last_i))
+				continue;
+			if (best < 0 || v > m->heads[best].induction)
+				best = i;
+		}
+		if (best < 0)
+			break;
+		printf("%s%d.%d %.3f", shown ? ", " : "", m->heads[best].layer, m->heads[best].head,
+		       (double)m->heads[best].induction);
+		last = m->heads[best].induction;
+		last_i = best;
+	}
+	if (shown)
+		printf(" (layer.head induction; the %d head%s hsq-decode fetches in full by default)\n", shown,
+		       shown == 1 ? "" : "s");
+	else
+		printf("none (no head has an induction score; a format 1.1 snapshot stores none)\n");
+}
+
 static void print_tiers(const report *r)
 {
 	const hsq_tier_map *m = r->map;
@@ -853,6 +887,8 @@ static void print_tiers(const report *r)
 	printf("            fast tier + archive (L1+L2+L3) %s: %.4fx (%.4fx with L3 as stored, zstd)\n",
 	       human(b3, sizeof b3, fast + tot.l3_bytes), ratio(fast + tot.l3_bytes, fp16), ratio(fast + tot.l3_stored, fp16));
 	printf("            file %s: %.4fx\n", human(b1, sizeof b1, r->info->file_size), ratio(r->info->file_size, fp16));
+	if (m->mode == HSQ_MODE_HSQ)
+		print_retrieval(m);
 }
 
 static void print_tier_table(const report *r)
@@ -1083,10 +1119,13 @@ static void json_tiers(const report *r)
 	for (int i = 0; i < m->n_layer * m->n_head_kv; i++) {
 		const hsq_tier_head_info *h = &m->heads[i];
 		printf("%s{\"layer\":%d,\"head\":%d,\"window\":%d,\"l1_tokens\":%d,\"l2_low\":%d,\"l2_medium\":%d,"
-		       "\"l3_tokens\":%d,\"l1_bytes\":%llu,\"l2_bytes\":%llu,\"l3_bytes\":%llu,\"l3_stored_bytes\":%llu}",
+		       "\"l3_tokens\":%d,\"l1_bytes\":%llu,\"l2_bytes\":%llu,\"l3_bytes\":%llu,\"l3_stored_bytes\":%llu,"
+		       "\"induction\":",
 		       i ? "," : "", h->layer, h->head, h->window, h->n_l1, h->n_group - h->n_medium, h->n_medium, h->n_l3,
 		       (unsigned long long)h->l1_bytes, (unsigned long long)h->l2_bytes, (unsigned long long)h->l3_bytes,
 		       (unsigned long long)h->l3_stored);
+		json_num(stdout, h->induction);
+		printf("}");
 	}
 	printf("]}");
 }

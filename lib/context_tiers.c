@@ -64,6 +64,30 @@ int hsq_context_budget(const hsq_context *ctx)
 						 : t->budget;
 }
 
+hsq_status hsq_context_set_retrieval_heads(hsq_context *ctx, int n)
+{
+	if (n < HSQ_RETRIEVAL_DEFAULT)
+		return hsq_fail(HSQ_ERR_INVALID_ARG,
+				"retrieval heads %d is out of range; use a head count or HSQ_RETRIEVAL_DEFAULT", n);
+	if (!ctx->tiers || ctx->tiers->mode != HSQ_MODE_HSQ)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "retrieval heads need an hsq context; this one is %s",
+				hsq_mode_name(hsq_context_mode(ctx)));
+	ctx->tiers->retrieval_heads = n;
+	tiers_pick_retrieval(ctx->tiers);
+	return HSQ_OK;
+}
+
+int hsq_context_retrieval_heads(const hsq_context *ctx)
+{
+	const struct hsq_tiers *t = ctx->tiers;
+	int n = 0;
+	if (t)
+		for (int l = 0; l < t->n_layer; l++)
+			for (int h = 0; h < t->n_head_kv; h++)
+				n += t->layers[l].heads[h].retrieval;
+	return n;
+}
+
 void hsq_context_set_trace(hsq_context *ctx, hsq_trace_fn fn, void *user)
 {
 	if (ctx->tiers) {

@@ -223,6 +223,24 @@ int hsq_context_budget(const hsq_context *ctx); /* in effect now, tokens */
 /* Default budget at n context tokens: n / 4 rounded up to 16, at least 256. */
 int hsq_default_budget(int n_tokens);
 
+/* Retrieval heads. Compression gives every KV head of a global-attention
+ * layer an induction score: the share of the observation queries'
+ * attention that falls on tokens following an earlier occurrence of the
+ * query's own token, farther back than the recent window. Heads that copy
+ * from far back this way are the ones that find a needle, and a few of
+ * them carry most of it (docs/tiers.md). The n heads with the highest
+ * score above 0 fetch every group at each step, beyond the budget; with a
+ * budget of 0 nothing is fetched. HSQ_RETRIEVAL_DEFAULT (the initial
+ * value) is hsq_default_retrieval_heads of the model's global-attention
+ * KV heads. Snapshots store the scores (format 1.2); a 1.1 snapshot has
+ * none, so no head is a retrieval head. */
+#define HSQ_RETRIEVAL_DEFAULT (-1)
+hsq_status hsq_context_set_retrieval_heads(hsq_context *ctx, int n);
+int hsq_context_retrieval_heads(const hsq_context *ctx); /* heads marked now */
+/* One in six of the global-attention KV heads, rounded up (15 of
+ * SmolLM2's 90; chosen on needle trials, docs/tiers.md). */
+int hsq_default_retrieval_heads(int n_global_heads);
+
 /* Router trace: called for every token, layer and KV head of an hsq
  * context with the groups fetched (ids in the head's L2 order). The
  * callback runs on the calling thread after the layer's attention. */
@@ -329,6 +347,7 @@ typedef struct hsq_tier_head_info {
 	int32_t *l1_pos;           /* [n_l1] positions */
 	int32_t *g_first, *g_last; /* [n_group] first and last position of each group */
 	uint8_t *g_class;          /* [n_group] HSQ_GROUP_LOW / HSQ_GROUP_MEDIUM */
+	float induction;           /* 0..1, the retrieval-head score (0 when not stored) */
 } hsq_tier_head_info;
 
 typedef struct hsq_tier_map {

@@ -885,6 +885,8 @@ static hsq_status load_tiers(snap_reader *r, const hsq_model *model, const hsq_c
 	*out = NULL;
 	for (int i = 0; i < TIER_N_SECTIONS; i++) {
 		const snap_section *s = find_section(r, tier_section_names[i]);
+		if (!s && i >= TIER_N_REQUIRED)
+			continue; /* optional (router.heads of format 1.2) */
 		if (!s) {
 			st = hsq_fail(HSQ_ERR_FORMAT, "%s: %s-mode snapshot has no '%s' section; the file is damaged", r->path,
 				      hsq_mode_name((hsq_snapshot_mode)r->mode), tier_section_names[i]);
@@ -979,6 +981,8 @@ hsq_status hsq_snapshot_read_tiers(const char *path, hsq_tier_map **out)
 	}
 	for (int i = 0; i < TIER_N_SECTIONS; i++) {
 		const snap_section *s = find_section(&r, tier_section_names[i]);
+		if (!s && i >= TIER_N_REQUIRED)
+			continue; /* optional (router.heads of format 1.2) */
 		if (!s) {
 			st = hsq_fail(HSQ_ERR_FORMAT, "%s: no '%s' section; the file is damaged", path, tier_section_names[i]);
 			goto done;
@@ -1060,6 +1064,17 @@ hsq_status hsq_snapshot_read_tiers(const char *path, hsq_tier_map **out)
 			h->n_medium += e.g_class[g] == HSQ_GROUP_MEDIUM;
 		}
 	}
+	float *ind = malloc((size_t)map->n_layer * map->n_head_kv * sizeof *ind);
+	if (!ind) {
+		st = hsq_fail(HSQ_ERR_NOMEM, "out of memory reading %s", path);
+		goto done;
+	}
+	if (!(st = tier_heads_read(path, &b[5], map->n_layer, map->n_head_kv, ind)))
+		for (int i = 0; i < map->n_layer * map->n_head_kv; i++)
+			map->heads[i].induction = ind[i];
+	free(ind);
+	if (st)
+		goto done;
 	for (int l = 0; l < map->n_layer; l++)
 		map->fp16_kv_bytes +=
 			tier_fp16_layer_bytes(n, map->heads[l * map->n_head_kv].window, map->n_head_kv, map->head_dim);
@@ -1375,16 +1390,19 @@ hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snaps
 	enum { S_META, S_TOKENS, S_KV, MAX_SECTIONS = 2 + TIER_N_SECTIONS };
 	tier_blob blobs[TIER_N_SECTIONS];
 	memset(blobs, 0, sizeof blobs);
-	int n_sections = mode == HSQ_MODE_FULL ? 3 : 2 + TIER_N_SECTIONS;
 	out_section sec[MAX_SECTIONS] = {
 		[S_META] = { .name = "meta", .raw = SNAP_META_SIZE, .flags = SNAP_SECTION_REQUIRED },
 		[S_TOKENS] = { .name = "tokens", .raw = (uint64_t)n_tokens * 4, .flags = SNAP_SECTION_REQUIRED },
 		[S_KV] = { .name = "kv.full", .raw = (uint64_t)plane * 2 * (uint64_t)mi->n_layer,
 			   .flags = SNAP_SECTION_REQUIRED },
 	};
-	uint64_t pos = align_up(SNAP_HEADER_SIZE + (uint64_t)n_sections * SNAP_ENTRY_SIZE, SNAP_ALIGN_LOG2);
 	if (ctx->tiers && (st = tiers_serialize(ctx->tiers, zstd_level, blobs)))
 		return st;
+	int n_tier_sections = 0; /* the required ones, and the optional ones in use */
+	for (int i = 0; ctx->tiers && i < TIER_N_SECTIONS; i++)
+		n_tier_sections += i < TIER_N_REQUIRED || blobs[i].size > 0;
+	int n_sections = mode == HSQ_MODE_FULL ? 3 : 2 + n_tier_sections;
+	uint64_t pos = align_up(SNAP_HEADER_SIZE + (uint64_t)n_sections * SNAP_ENTRY_SIZE, SNAP_ALIGN_LOG2);
 
 	if ((st = writer_open(&w, path)))
 		goto fail;
@@ -1434,10 +1452,12 @@ hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snaps
 	uint64_t file_size;
 	if (mode != HSQ_MODE_FULL) {
 		/* tier sections, raw (l3 holds its own zstd frames) */
-		for (int i = 0; i < TIER_N_SECTIONS; i++) {
-			out_section *o = &sec[2 + i];
+		for (int i = 0, k = 2; i < TIER_N_SECTIONS; i++) {
+			if (i >= TIER_N_REQUIRED && !blobs[i].size)
+				continue;
+			out_section *o = &sec[k++];
 			o->name = tier_section_names[i];
-			o->flags = SNAP_SECTION_REQUIRED;
+			o->flags = i < TIER_N_REQUIRED ? SNAP_SECTION_REQUIRED : 0;
 			o->codec = SNAP_CODEC_RAW;
 			o->offset = pos;
 			o->raw = o->stored = blobs[i].size;

@@ -13,6 +13,7 @@
 #include "error.h"
 #include "le.h"
 #include "tiers.h"
+#include "vec_f32.h"
 
 hsq_tier_params hsq_tier_default_params(void)
 {
@@ -63,6 +64,57 @@ int hsq_default_budget(int n_tokens)
 {
 	int b = (n_tokens / 4 + 15) / 16 * 16;
 	return b < 256 ? 256 : b;
+}
+
+int hsq_default_retrieval_heads(int n_global_heads)
+{
+	return n_global_heads > 0 ? (n_global_heads + 5) / 6 : 0;
+}
+
+/* Higher induction first; ties to the earlier (layer, head). */
+static int by_induction_desc(const void *a, const void *b)
+{
+	const tier_head *x = *(tier_head *const *)a, *y = *(tier_head *const *)b;
+	if (x->induction != y->induction)
+		return x->induction < y->induction ? 1 : -1;
+	return (x > y) - (x < y);
+}
+
+void tiers_pick_retrieval(struct hsq_tiers *t)
+{
+	int n_global = 0;
+	for (int l = 0; l < t->n_layer; l++)
+		for (int h = 0; h < t->n_head_kv; h++) {
+			t->layers[l].heads[h].retrieval = 0;
+			n_global += !t->layers[l].window;
+		}
+	int want = t->retrieval_heads == HSQ_RETRIEVAL_DEFAULT ? hsq_default_retrieval_heads(n_global) : t->retrieval_heads;
+	if (want <= 0 || t->mode != HSQ_MODE_HSQ)
+		return;
+	tier_head *stack[256], **order = n_global <= 256 ? stack : malloc((size_t)n_global * sizeof *order);
+	if (!order) { /* without scratch: repeated selection of the largest */
+		for (int k = 0; k < want; k++) {
+			tier_head *best = NULL;
+			for (int l = 0; l < t->n_layer; l++)
+				for (int h = 0; h < t->n_head_kv && !t->layers[l].window; h++) {
+					tier_head *x = &t->layers[l].heads[h];
+					if (!x->retrieval && x->induction > 0.0f && (!best || x->induction > best->induction))
+						best = x;
+				}
+			if (best)
+				best->retrieval = 1;
+		}
+		return;
+	}
+	int m = 0;
+	for (int l = 0; l < t->n_layer; l++)
+		for (int h = 0; h < t->n_head_kv && !t->layers[l].window; h++)
+			order[m++] = &t->layers[l].heads[h];
+	qsort(order, (size_t)m, sizeof *order, by_induction_desc);
+	for (int k = 0; k < want && k < m && order[k]->induction > 0.0f; k++)
+		order[k]->retrieval = 1;
+	if (order != stack)
+		free(order);
 }
 
 static hsq_status check_params(const hsq_tier_params *p)
@@ -202,6 +254,7 @@ hsq_status tiers_new(const hsq_model *model, hsq_snapshot_mode mode, const hsq_t
 	t->attn_scale = 1.0f / sqrtf((float)mi->head_dim);
 	t->n_threads = n_threads > 0 ? n_threads : 1;
 	t->budget = HSQ_BUDGET_DEFAULT;
+	t->retrieval_heads = HSQ_RETRIEVAL_DEFAULT;
 
 	hsq_codec_params cp = { .kind = HSQ_CODEC_TQ, .dim = mi->head_dim, .bits = 4, .path = HSQ_KV_K, .seed = p.seed };
 	if ((st = hsq_codec_new(&cp, &t->c4)))
@@ -500,13 +553,19 @@ static hsq_status encode_summary(const struct hsq_tiers *t, const float *k_rope,
 	return HSQ_OK;
 }
 
-/* Reader score of every position 0..n-1 for KV head g of a layer. */
+/* Reader score of every position 0..n-1 for KV head g of a layer, and
+ * with the obs-attention reader the head's induction score
+ * (tier_head.induction): for each observation query at position o (each
+ * of the G query heads sharing g) whose token occurred before, at some
+ * p - 1 with p older than the recent window, the attention share on all
+ * such p; the mean over the queries that have one (0 when none has). */
 static void reader_scores(const hsq_context *ctx, const struct hsq_tiers *t, int layer, int g, const float *k_rope,
-			  const float *k_pre, int n, float *mass, float *tmp)
+			  const float *k_pre, int n, float *mass, float *tmp, float *induction)
 {
 	int hd = t->head_dim, H = t->n_head_kv, G = t->n_head / H;
 	size_t kvw = (size_t)H * hd;
 	memset(mass, 0, (size_t)n * sizeof *mass);
+	*induction = 0.0f;
 	if (t->params.reader == HSQ_READER_KEY_NORM) {
 		for (int p = 0; p < n; p++) {
 			const float *k = k_pre + (size_t)p * kvw + (size_t)g * hd;
@@ -519,29 +578,37 @@ static void reader_scores(const hsq_context *ctx, const struct hsq_tiers *t, int
 	}
 	int n_obs = t->params.obs_window < n ? t->params.obs_window : n;
 	size_t qw = (size_t)t->n_head * hd;
+	double copied = 0.0;
+	int n_copy = 0;
 	for (int o = n - n_obs; o < n; o++) {
 		const float *qrow = ctx->obs_q + ((size_t)layer * HSQ_OBS_MAX + (size_t)(o % HSQ_OBS_MAX)) * qw;
+		int far = o - t->params.window, repeats = 0; /* copy targets p < far */
+		for (int p = 1; p < far && !repeats; p++)
+			repeats = ctx->tokens[p - 1] == ctx->tokens[o];
 		for (int hq = g * G; hq < (g + 1) * G; hq++) {
 			const float *q = qrow + (size_t)hq * hd;
 			float mx = -INFINITY;
 			for (int p = 0; p <= o; p++) {
-				const float *k = k_rope + (size_t)p * kvw + (size_t)g * hd;
-				float s = 0.0f;
-				for (int d = 0; d < hd; d++)
-					s += q[d] * k[d];
-				tmp[p] = s * t->attn_scale;
+				tmp[p] = dot_f32(q, k_rope + (size_t)p * kvw + (size_t)g * hd, hd) * t->attn_scale;
 				mx = tmp[p] > mx ? tmp[p] : mx;
 			}
-			double sum = 0.0;
+			double sum = 0.0, hit = 0.0;
 			for (int p = 0; p <= o; p++) {
 				tmp[p] = expf(tmp[p] - mx);
 				sum += tmp[p];
+				if (repeats && p >= 1 && p < far && ctx->tokens[p - 1] == ctx->tokens[o])
+					hit += tmp[p];
 			}
 			float inv = (float)(1.0 / sum);
 			for (int p = 0; p <= o; p++)
 				mass[p] += tmp[p] * inv;
+			if (repeats) {
+				copied += hit / sum;
+				n_copy++;
+			}
 		}
 	}
+	*induction = n_copy ? (float)(copied / n_copy) : 0.0f;
 }
 
 typedef struct ranked {
@@ -690,14 +757,15 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 				sinks = sinks < keep ? sinks : keep;
 				window = window < keep - sinks ? window : keep - sinks;
 				flagged = keep - sinks - window;
-				reader_scores(ctx, t, l, g, k_rope, k_pre, n, mass, tmp);
+				float unused;
+				reader_scores(ctx, t, l, g, k_rope, k_pre, n, mass, tmp, &unused);
 				score = mass;
 				break;
 			}
 			default: { /* hsq */
 				int fixed = sinks + window < n ? sinks + window : n;
 				flagged = (int)(p->l1_fraction * (n - fixed));
-				reader_scores(ctx, t, l, g, k_rope, k_pre, n, mass, tmp);
+				reader_scores(ctx, t, l, g, k_rope, k_pre, n, mass, tmp, &h->induction);
 				score = mass;
 			}
 			}
@@ -750,6 +818,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 		}
 	}
 	t->n_tokens = n;
+	tiers_pick_retrieval(t);
 done:
 	free(k_rope);
 	free(k_pre);

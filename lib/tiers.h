@@ -45,6 +45,13 @@ typedef struct tier_head {
 				 * the router's score of the group */
 	uint32_t *g_hits;      /* [n_group] times the router fetched the group */
 
+	float induction;       /* 0..1: share of the observation queries' attention on
+				* tokens that follow an earlier occurrence of the query's
+				* own token, beyond the recent window (hsq mode; stored in
+				* section router.heads, 0 when absent) */
+	uint8_t retrieval;     /* 1: one of the retrieval heads, which fetch every
+				* group whenever the budget is not 0 */
+
 	int n_l3, cap_l3;
 	int32_t *l3_pos;       /* [n_l3] positions; ascending within a group */
 	uint8_t *l3_code;      /* [n_l3][2][code4] K (before RoPE), V */
@@ -92,6 +99,8 @@ struct hsq_tiers {
 	int n_rope;
 	rope_table rope[4];
 	int budget;                  /* tokens per KV head, HSQ_BUDGET_ALL or HSQ_BUDGET_DEFAULT */
+	int retrieval_heads;         /* heads with the highest induction that fetch every
+				      * group, or HSQ_RETRIEVAL_DEFAULT */
 	uint64_t n_attend;           /* attend calls so far: the decoded-group cache's clock */
 	int n_tokens;                /* positions covered (snapshot + appended) */
 	hsq_trace_fn trace;
@@ -160,6 +169,10 @@ void tiers_rope_rows(const struct hsq_tiers *t, const rope_table *r, float *x, c
  * vectors as they are. */
 hsq_status tiers_encode_token(const struct hsq_tiers *t, const float *k_pre, const float *v, uint8_t *code);
 void tiers_decode_token(const struct hsq_tiers *t, const uint8_t *code, float *k_pre, float *v);
+
+/* Marks the retrieval heads: the t->retrieval_heads (resolved) global
+ * heads with the highest induction above 0, ties to the earlier head. */
+void tiers_pick_retrieval(struct hsq_tiers *t);
 
 /* Appends tokens to a head (capacity grows). Codes are copied; the decoded
  * working copies, and a group's router bounds, are made from them (r: the

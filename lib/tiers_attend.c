@@ -2,9 +2,10 @@
  * and compress the tail online.
  *
  * For each token of a chunk and each KV head (one task):
- *   1. route: score every L2 key summary against the query heads that share
+ *   1. route: score every L2 group against the query heads that share
  *      the KV head (the maximum over them), take groups in decreasing score
- *      while their tokens fit the budget;
+ *      while their tokens fit the budget; a retrieval head (the few with
+ *      the highest induction score, tiers.h) takes every group;
  *   2. fetch: decode the chosen groups' L3 codes and rotate the keys to
  *      their positions;
  *   3. attend, for each query head: softmax over L1 tokens, the summaries
@@ -190,7 +191,7 @@ static void attend_task(void *arg, int task, int thread)
 	int n_fetch = 0, n_groups_fetched = 0;
 	if (h->n_group > 0) {
 		memset(x->fetched, 0, (size_t)h->n_group);
-		if (j->budget == INT_MAX) {
+		if (j->budget == INT_MAX || (h->retrieval && j->budget > 0)) {
 			memset(x->fetched, 1, (size_t)h->n_group);
 		} else if (j->budget > 0) {
 			route(h, qrow + (size_t)g * G * hd, G, hd, j->budget, x->rank, x->fetched);
@@ -371,6 +372,7 @@ void tiers_attend(hsq_context *ctx, struct hsq_tiers *t, int layer, const float 
 hsq_status tiers_reserve_chunk(hsq_context *ctx, struct hsq_tiers *t, int n)
 {
 	int H = t->n_head_kv, max_groups = 0, max_l3 = 0, max_l1 = 0, max_tail = 0, max_gsize = t->params.group_size;
+	int retrieval_l3 = 0; /* a retrieval head fetches all of its L3 */
 	for (int l = 0; l < t->n_layer; l++) {
 		tier_layer *L = &t->layers[l];
 		max_tail = L->n_tail > max_tail ? L->n_tail : max_tail;
@@ -379,12 +381,16 @@ hsq_status tiers_reserve_chunk(hsq_context *ctx, struct hsq_tiers *t, int n)
 			max_groups = hd->n_group > max_groups ? hd->n_group : max_groups;
 			max_l3 = hd->n_l3 > max_l3 ? hd->n_l3 : max_l3;
 			max_l1 = hd->n_l1 > max_l1 ? hd->n_l1 : max_l1;
+			if (hd->retrieval)
+				retrieval_l3 = hd->n_l3 > retrieval_l3 ? hd->n_l3 : retrieval_l3;
 		}
 	}
 	int budget = t->budget == HSQ_BUDGET_ALL ? max_l3
 		     : t->budget == HSQ_BUDGET_DEFAULT ? hsq_default_budget(t->n_tokens + n)
 						       : t->budget;
 	int fetch = budget + max_gsize < max_l3 ? budget + max_gsize : max_l3;
+	if (budget > 0 && retrieval_l3 > fetch)
+		fetch = retrieval_l3;
 	int scores = max_l1 + max_groups + fetch + max_tail + n;
 	hsq_status st = ensure_scratch(t, max_groups, fetch, scores, t->probe ? t->n_tokens + n : 0);
 	if (st)
@@ -403,13 +409,14 @@ hsq_status tiers_reserve_chunk(hsq_context *ctx, struct hsq_tiers *t, int n)
 	if (!tc || !rb)
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the router trace");
 	/* decoded-group caches for one-token steps: room for the groups of a
-	 * full budget if they were all medium (budget / 8), plus slack */
+	 * full budget if they were all medium (budget / 8), plus slack; a
+	 * retrieval head's cache holds all its groups */
 	if (n == 1 && t->mode == HSQ_MODE_HSQ) {
 		int gs = t->params.group_size, hd = t->head_dim;
 		for (int l = 0; l < t->n_layer; l++)
 			for (int hh = 0; hh < H; hh++) {
 				tier_head *x = &t->layers[l].heads[hh];
-				int want = budget / 8 + 16;
+				int want = x->retrieval ? x->n_group : budget / 8 + 16;
 				want = want < x->n_group ? want : x->n_group;
 				if (want <= x->n_slots)
 					continue;

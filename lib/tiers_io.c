@@ -20,7 +20,7 @@
 
 static uint64_t align64(uint64_t v) { return (v + 63) & ~(uint64_t)63; }
 
-const char *const tier_section_names[TIER_N_SECTIONS] = { "tiers", "l1", "l2", "l3.index", "l3" };
+const char *const tier_section_names[TIER_N_SECTIONS] = { "tiers", "l1", "l2", "l3.index", "l3", "router.heads" };
 
 void tier_blobs_free(tier_blob *b)
 {
@@ -154,6 +154,17 @@ hsq_status tiers_serialize(const struct hsq_tiers *t, int zstd_level, tier_blob 
 		off += z;
 	}
 	b[4].size = off;
+
+	/* router.heads: hsq mode only */
+	if (t->mode == HSQ_MODE_HSQ) {
+		b[5].size = tier_heads_bytes(n_heads);
+		if (!(b[5].data = calloc(1, b[5].size)))
+			goto nomem;
+		put_u32(b[5].data, (uint32_t)L);
+		put_u32(b[5].data + 4, (uint32_t)H);
+		for (int i = 0; i < n_heads; i++)
+			put_f32(b[5].data + TIER_HEADS_HEADER + 4 * (size_t)i, t->layers[i / H].heads[i % H].induction);
+	}
 	goto fail; /* success: only the scratch goes */
 nomem:
 	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory writing the tiers");
@@ -193,6 +204,26 @@ hsq_status tiers_read_config(const char *path, const uint8_t *c, uint64_t size, 
 		return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'tiers' describes %u layers x %u heads x %u, not the snapshot's %d x %d x %d; the file is damaged",
 				path, get_u32(c + TC_N_LAYER), get_u32(c + TC_N_HEAD_KV), get_u32(c + TC_HEAD_DIM), n_layer,
 				n_head_kv, head_dim);
+	return HSQ_OK;
+}
+
+hsq_status tier_heads_read(const char *path, const tier_blob *blob, int n_layer, int n_head_kv, float *induction)
+{
+	int n_heads = n_layer * n_head_kv;
+	memset(induction, 0, (size_t)n_heads * sizeof *induction);
+	if (!blob->size)
+		return HSQ_OK; /* format 1.1, or a mode without retrieval heads */
+	if (blob->size < tier_heads_bytes(n_heads) || get_u32(blob->data) != (uint32_t)n_layer ||
+	    get_u32(blob->data + 4) != (uint32_t)n_head_kv)
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'router.heads' (%llu bytes) does not describe %d layers x %d heads; the file is damaged",
+				path, (unsigned long long)blob->size, n_layer, n_head_kv);
+	for (int i = 0; i < n_heads; i++) {
+		float v = get_f32(blob->data + TIER_HEADS_HEADER + 4 * (size_t)i);
+		if (!(v >= 0.0f && v <= 1.0f))
+			return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'router.heads' gives layer %d head %d the induction score %g, outside 0..1; the file is damaged",
+					path, i / n_head_kv, i % n_head_kv, (double)v);
+		induction[i] = v;
+	}
 	return HSQ_OK;
 }
 
@@ -371,6 +402,15 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 		}
 	}
 	t->n_tokens = n_tokens;
+	float *ind = malloc((size_t)n_heads * sizeof *ind);
+	if (!ind)
+		goto nomem;
+	if (!(st = tier_heads_read(path, &b[5], L, H, ind)))
+		for (int i = 0; i < n_heads; i++)
+			t->layers[i / H].heads[i % H].induction = ind[i];
+	free(ind);
+	if (!st)
+		tiers_pick_retrieval(t);
 	goto fail;
 nomem:
 	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory reading the tiers of %s", path);

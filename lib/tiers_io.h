@@ -1,5 +1,5 @@
 /* tiers_io.h - tier sections of a snapshot (internal); the normative
- * layout is hsq-snapshot(5), format 1.1. */
+ * layout is hsq-snapshot(5), format 1.2. */
 #ifndef HSQ_TIERS_IO_H
 #define HSQ_TIERS_IO_H
 
@@ -9,7 +9,8 @@
 
 struct hsq_tiers;
 
-#define TIER_N_SECTIONS 5 /* tiers, l1, l2, l3.index, l3 */
+#define TIER_N_SECTIONS 6  /* tiers, l1, l2, l3.index, l3, router.heads */
+#define TIER_N_REQUIRED 5  /* the first five; router.heads (1.2) is optional */
 extern const char *const tier_section_names[TIER_N_SECTIONS];
 
 typedef struct tier_blob {
@@ -62,7 +63,16 @@ hsq_status tier_tables_check(const char *path, const tier_blob *blobs, int n_hea
 hsq_status tier_entry_read(const char *path, const tier_blob *blobs, int i, int n_head_kv, int n_tokens, size_t c4,
 			   size_t c3, tier_entry *e);
 
-/* Builds the five sections (blobs[i] named tier_section_names[i]). */
+/* Section "router.heads" (format 1.2, hsq mode, optional): u32 n_layer,
+ * u32 n_head_kv, then f32 induction[n_layer][n_head_kv], each 0..1. */
+#define TIER_HEADS_HEADER 8
+static inline uint64_t tier_heads_bytes(int n_heads) { return TIER_HEADS_HEADER + 4 * (uint64_t)n_heads; }
+/* Reads router.heads (blob of size bytes; size 0 = absent: all 0) into
+ * induction[n_layer * n_head_kv], checking shape and values. */
+hsq_status tier_heads_read(const char *path, const tier_blob *blob, int n_layer, int n_head_kv, float *induction);
+
+/* Builds the sections (blobs[i] named tier_section_names[i]); an optional
+ * section the mode has no use for is left empty (size 0, not written). */
 hsq_status tiers_serialize(const struct hsq_tiers *t, int zstd_level, tier_blob *blobs);
 void tier_blobs_free(tier_blob *blobs);
 /* Reads mode and parameters from section "tiers", checking the shape. */

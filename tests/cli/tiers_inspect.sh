@@ -40,6 +40,10 @@ run "$D" -m "$M" -s "$S" -t 2 -p " The first keeper was" -n 8 --trace "$TMP/trac
 expect "hsq-decode --trace succeeds" 0 ""
 T="$TMP/trace.txt"
 n_data=$(grep -vc '^#' "$T")
+run "$D" -m "$M" -s "$S" -t 2 -p " The first keeper was" -n 2 --retrieval-heads 2 -v
+expect "hsq-decode --retrieval-heads 2 -v says so" 0 "budget 256 tokens per head; 2 retrieval heads fetch every group"
+run "$D" -m "$M" -s "$S" -t 2 -p " The first keeper was" -n 2 --retrieval-heads many
+expect "a bad --retrieval-heads exits 2" 2 "--retrieval-heads"
 head -n 1 "$T" | grep -q '^# hsq trace 1' && ok "the trace starts with its comment" || fail "trace head: $(head -n 1 "$T")"
 bad=$(grep -v '^#' "$T" | grep -Evc "^[0-9]+$TAB[0-9]+$TAB[0-9]+$TAB([0-9]+(,[0-9]+)*|-)\$")
 [ "$bad" -eq 0 ] && [ "$n_data" -gt 0 ] && [ $((n_data % 90)) -eq 0 ] &&
@@ -48,13 +52,14 @@ bad=$(grep -v '^#' "$T" | grep -Evc "^[0-9]+$TAB[0-9]+$TAB[0-9]+$TAB([0-9]+(,[0-
 # --- the tier report
 run "$I" "$S"; expect "inspect of an hsq snapshot succeeds" 0 ""
 [ -z "$err" ] && ok "inspect is quiet on stderr" || fail "stderr: $err"
-expect_out "shows the format version" "hsq snapshot 1\.1"
+expect_out "shows the format version" "hsq snapshot 1\.2"
 expect_out "shows the mode" "mode: +hsq"
 expect_out "shows the reader and compressor" "tiers: +reader obs-attention, compressor obs-weighted"
 expect_out "shows the tier parameters" "params: +sinks 4, window 64, l1-fraction 0\.03, group-size 16, medium-fraction 0\.25"
 expect_out "shows the L2 groups by class" "L2: +[1-9][0-9]* groups \([0-9]+ low of 16 tokens, [0-9]+ medium of 8\)"
 expect_out "shows the L3 archive" "L3: +[1-9][0-9]* tokens, .* as stored, zstd"
 expect_out "compares the fast tier with fp16" "^vs fp16: +full cache at fp16 .*; fast tier \(L1\+L2\) .*: [0-9.]+x\$"
+expect_out "lists the 15 retrieval heads, highest first" "^retrieval: +[0-9]+\.[0-9] [0-9.]+(, [0-9]+\.[0-9]+ [0-9.]+){14} \(layer\.head induction; the 15 heads hsq-decode fetches in full by default\)\$"
 expect_out "compares the fast tier and archive with fp16" "^ +fast tier \+ archive \(L1\+L2\+L3\) .*: [0-9.]+x \([0-9.]+x with L3 as stored, zstd\)\$"
 expect_out "compares the file with fp16" "^ +file [0-9.]+ [KM]iB: [0-9.]+x\$"
 rows=$(printf '%s\n' "$out" | sed -n '/^tier layout per layer/,$p' | grep -Ec '^  [0-9]+ ')
@@ -64,7 +69,7 @@ run "$I" --heads "$S"; expect "--heads succeeds" 0 ""
 rows=$(printf '%s\n' "$out" | grep -Ec '^  [0-9]+\.[0-9]+ ')
 [ "$rows" -eq 90 ] && ok "--heads prints one row per layer and head" || fail "--heads printed $rows rows"
 run "$I" --verify "$S"; expect "--verify of a good hsq snapshot exits 0" 0 ""
-[ "$(printf '%s\n' "$out" | grep -cE ' ok$')" -eq 7 ] && ok "--verify marks the 7 sections ok" || fail "--verify output: $out"
+[ "$(printf '%s\n' "$out" | grep -cE ' ok$')" -eq 8 ] && ok "--verify marks the 8 sections ok" || fail "--verify output: $out"
 
 run "$I" --json --verify "$S"; expect "--json --verify exits 0" 0 ""
 printf '%s' "$out" > "$TMP/tiers.json"
@@ -73,14 +78,15 @@ if [ "$have_py" -eq 1 ]; then
 	if python3 - "$TMP/tiers.json" "$size" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
-assert j["mode"] == "hsq" and j["version"] == "1.1" and j["verified"] is True, j["mode"]
-assert [s["name"] for s in j["sections"]] == ["meta", "tokens", "tiers", "l1", "l2", "l3.index", "l3"]
+assert j["mode"] == "hsq" and j["version"] == "1.2" and j["verified"] is True, j["mode"]
+assert [s["name"] for s in j["sections"]] == ["meta", "tokens", "tiers", "l1", "l2", "l3.index", "l3", "router.heads"]
 assert all(s["checksum"] == "ok" for s in j["sections"])
 t = j["tiers"]
 assert t["mode"] == "hsq" and t["reader"] == "obs-attention" and t["compressor"] == "obs-weighted"
 assert t["params"]["group_size"] == 16 and t["params"]["window"] == 64 and t["params"]["sinks"] == 4
 h = t["heads"]
 assert len(h) == 30 * 3 and [(x["layer"], x["head"]) for x in h] == [(l, k) for l in range(30) for k in range(3)]
+assert all(0 <= x["induction"] <= 1 for x in h) and any(x["induction"] > 0 for x in h), "induction scores"
 tot = t["totals"]
 for key, field in [("l1_tokens", "l1_tokens"), ("l2_low", "l2_low"), ("l2_medium", "l2_medium"),
                    ("l3_tokens", "l3_tokens"), ("l1_bytes", "l1_bytes"), ("l2_bytes", "l2_bytes"),
@@ -201,6 +207,8 @@ run "$I" --trace "$TMP/missing.txt" "$S"; expect "a missing trace exits 4" 4 "ca
 # --- other modes
 awk 'BEGIN { RS = ""; ORS = "\n\n" } NR <= 2' "$doc" > "$TMP/short.txt"
 run "$P" -m "$M" --mode quant -t 2 -o "$TMP/q.hsq" -f "$TMP/short.txt"; expect "prefill --mode quant succeeds" 0 ""
+run "$D" -m "$M" -s "$TMP/q.hsq" -t 2 -p " x" -n 1 --retrieval-heads 1
+expect "--retrieval-heads on a quant snapshot exits 2" 2 "--budget, --retrieval-heads and --trace need an hsq snapshot; .*q\.hsq is quant"
 run "$I" "$TMP/q.hsq"; expect "inspect of a quant snapshot succeeds" 0 ""
 expect_out "quant shows its mode" "mode: +quant"
 expect_out "quant shows zero groups" "L2: +0 groups"

@@ -155,7 +155,7 @@ Test(tiers_hostile, resealed_random_damage_never_crashes)
 	image im = { 0 };
 	if (!make_image(&im))
 		cr_skip_test("HSQ_TEST_MODEL not set");
-	const char *names[] = { "tiers", "l1", "l2", "l3.index", "l3" };
+	const char *names[] = { "tiers", "l1", "l2", "l3.index", "l3", "router.heads" };
 	uint8_t *bad = malloc(im.size);
 	uint64_t s = 12345;
 	int refused = 0, loaded = 0;

@@ -15,8 +15,8 @@
  * A trial succeeds when the answer contains the number. The same haystack,
  * needle, position and question serve every method (paired trials). Tier
  * parameters and budget can be changed through the environment
- * (bench_util.h: HSQ_Q_GROUP, HSQ_Q_BUDGET, ...). To look at one trial or
- * one method: HSQ_NEEDLE_METHODS (e.g. "hsq"), HSQ_NEEDLE_FIRST (the first
+ * (bench_util.h: HSQ_Q_GROUP, HSQ_Q_BUDGET, HSQ_Q_RETRIEVAL, ...). To look
+ * at one trial or one method: HSQ_NEEDLE_METHODS (e.g. "hsq"), HSQ_NEEDLE_FIRST (the first
  * trial to run), HSQ_NEEDLE_RECALL (print hsq's router recall per layer).
  *
  * Prints one line per trial and success counts per method and depth, with

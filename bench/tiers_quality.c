@@ -19,7 +19,8 @@
  *           the hsq and full snapshots and their load times against the
  *           prefill they replace.
  * Options through the environment: HSQ_Q_MODES (default "full quant hsq"),
- * HSQ_Q_BUDGET (tokens; unset: the library's default), HSQ_Q_READER / _COMPRESSOR
+ * HSQ_Q_BUDGET (tokens; unset: the library's default), HSQ_Q_RETRIEVAL (retrieval
+ * heads; unset: the default), HSQ_Q_READER / _COMPRESSOR
  * / _GROUP / _L1 / _WINDOW to try alternatives. */
 #include <math.h>
 #include <stdio.h>

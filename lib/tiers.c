@@ -71,15 +71,6 @@ int hsq_default_retrieval_heads(int n_global_heads)
 	return n_global_heads > 0 ? (n_global_heads + 5) / 6 : 0;
 }
 
-/* Higher induction first; ties to the earlier (layer, head). */
-static int by_induction_desc(const void *a, const void *b)
-{
-	const tier_head *x = *(tier_head *const *)a, *y = *(tier_head *const *)b;
-	if (x->induction != y->induction)
-		return x->induction < y->induction ? 1 : -1;
-	return (x > y) - (x < y);
-}
-
 void tiers_pick_retrieval(struct hsq_tiers *t)
 {
 	int n_global = 0;
@@ -89,32 +80,22 @@ void tiers_pick_retrieval(struct hsq_tiers *t)
 			n_global += !t->layers[l].window;
 		}
 	int want = t->retrieval_heads == HSQ_RETRIEVAL_DEFAULT ? hsq_default_retrieval_heads(n_global) : t->retrieval_heads;
-	if (want <= 0 || t->mode != HSQ_MODE_HSQ)
+	if (t->mode != HSQ_MODE_HSQ)
 		return;
-	tier_head *stack[256], **order = n_global <= 256 ? stack : malloc((size_t)n_global * sizeof *order);
-	if (!order) { /* without scratch: repeated selection of the largest */
-		for (int k = 0; k < want; k++) {
-			tier_head *best = NULL;
-			for (int l = 0; l < t->n_layer; l++)
-				for (int h = 0; h < t->n_head_kv && !t->layers[l].window; h++) {
-					tier_head *x = &t->layers[l].heads[h];
-					if (!x->retrieval && x->induction > 0.0f && (!best || x->induction > best->induction))
-						best = x;
-				}
-			if (best)
-				best->retrieval = 1;
-		}
-		return;
+	/* selection of the largest, want times (a few hundred heads at most);
+	 * scanning in head order with a strict > breaks ties to the earlier */
+	for (int k = 0; k < want; k++) {
+		tier_head *best = NULL;
+		for (int l = 0; l < t->n_layer; l++)
+			for (int h = 0; h < t->n_head_kv && !t->layers[l].window; h++) {
+				tier_head *x = &t->layers[l].heads[h];
+				if (!x->retrieval && x->induction > 0.0f && (!best || x->induction > best->induction))
+					best = x;
+			}
+		if (!best)
+			return;
+		best->retrieval = 1;
 	}
-	int m = 0;
-	for (int l = 0; l < t->n_layer; l++)
-		for (int h = 0; h < t->n_head_kv && !t->layers[l].window; h++)
-			order[m++] = &t->layers[l].heads[h];
-	qsort(order, (size_t)m, sizeof *order, by_induction_desc);
-	for (int k = 0; k < want && k < m && order[k]->induction > 0.0f; k++)
-		order[k]->retrieval = 1;
-	if (order != stack)
-		free(order);
 }
 
 static hsq_status check_params(const hsq_tier_params *p)

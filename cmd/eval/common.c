@@ -22,6 +22,7 @@ void eval_common_init(eval_common *c, const char *sub)
 	c->methods[3] = HSQ_MODE_STREAMING;
 	c->methods[4] = HSQ_MODE_SNAPKV;
 	c->budget = HSQ_BUDGET_DEFAULT;
+	c->retrieval_heads = HSQ_RETRIEVAL_DEFAULT;
 	snprintf(c->log_default, sizeof c->log_default, "hsq-eval-%s.jsonl", sub);
 	c->log_path = c->log_default;
 }
@@ -79,6 +80,10 @@ int eval_common_option(eval_common *c, int id, const char *arg)
 		c->budget = !strcmp(arg, "all")	      ? HSQ_BUDGET_ALL
 			    : !strcmp(arg, "default") ? HSQ_BUDGET_DEFAULT
 						      : (int)cli_long(EVAL_PROG, "--budget", arg, 0, 1 << 24);
+		return 1;
+	case EOPT_RETRIEVAL:
+		c->retrieval_heads = !strcmp(arg, "default") ? HSQ_RETRIEVAL_DEFAULT
+							     : (int)cli_long(EVAL_PROG, "--retrieval-heads", arg, 0, 1 << 20);
 		return 1;
 	case EOPT_JSON: c->json_path = arg; return 1;
 	case EOPT_CSV: c->csv_path = arg; return 1;

@@ -67,6 +67,10 @@ void eval_runner_config(const eval_runner *R, sbuf *b)
 	for (int i = 0; i < R->c->n_methods; i++)
 		sb_printf(b, "%s\"%s\"", i ? "," : "", hsq_mode_name(R->c->methods[i]));
 	sb_printf(b, "],\"budget\":\"%s\"", eval_budget_name(R->c->budget, buf, sizeof buf));
+	if (R->c->retrieval_heads == HSQ_RETRIEVAL_DEFAULT)
+		sb_printf(b, ",\"retrieval_heads\":\"default\"");
+	else
+		sb_printf(b, ",\"retrieval_heads\":\"%d\"", R->c->retrieval_heads);
 	sb_printf(b, ",\"tiers\":{\"sinks\":%d,\"window\":%d,\"l1_fraction\":", p->sinks, p->window);
 	sb_jnum(b, p->l1_fraction);
 	sb_printf(b, ",\"group_size\":%d,\"medium_fraction\":", p->group_size);
@@ -111,8 +115,12 @@ double eval_prefill(eval_runner *R, const hsq_token *toks, size_t n, int n_ctx)
 static void set_budget(const eval_runner *R, hsq_context *ctx)
 {
 	hsq_status st;
-	if (hsq_context_mode(ctx) == HSQ_MODE_HSQ && (st = hsq_context_set_budget(ctx, R->c->budget)))
+	if (hsq_context_mode(ctx) != HSQ_MODE_HSQ)
+		return;
+	if ((st = hsq_context_set_budget(ctx, R->c->budget)))
 		cli_die(EVAL_PROG, EXIT_USAGE, "--budget: %s", hsq_last_error());
+	if ((st = hsq_context_set_retrieval_heads(ctx, R->c->retrieval_heads)))
+		cli_die(EVAL_PROG, EXIT_USAGE, "--retrieval-heads: %s", hsq_last_error());
 }
 
 hsq_context *eval_open(eval_runner *R, hsq_snapshot_mode mode, const hsq_token *obs, int n_ctx, double *compress_s)

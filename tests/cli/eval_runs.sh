@@ -45,6 +45,7 @@ run "$E" needle --haystack h.txt --depths 101; expect "a depth above 100 exits 2
 run "$E" needle --haystack h.txt --keys 0; expect "--keys 0 exits 2" 2 "--keys expects an integer from 1"
 run "$E" needle --haystack h.txt extra; expect "an extra argument exits 2" 2 "needle takes no arguments"
 run "$E" needle --haystack h.txt --budget lots; expect "a bad --budget exits 2" 2 "--budget expects"
+run "$E" needle --haystack h.txt --retrieval-heads some; expect "a bad --retrieval-heads exits 2" 2 "--retrieval-heads expects"
 run "$E" needle --haystack h.txt --resume --force; expect "--resume with --force exits 2" 2 "exclude each other"
 run "$E" ppl; expect "ppl without files exits 2" 2 "at least one document"
 run "$E" agree --generate 0 a.txt; expect "--generate 0 exits 2" 2 "--generate expects"
@@ -53,7 +54,7 @@ run "$E" bench --text t.txt --json x --csv x; expect "--json and --csv on one fi
 for s in needle ppl agree bench; do
 	run "$E" $s --help; expect "$s --help exits 0" 0 ""
 	expect_out "$s --help shows its usage line" "^usage: hsq-eval $s \[options\]"
-	for o in --methods --budget --json --csv --report --log --resume --force --quiet --model --threads; do
+	for o in --methods --budget --retrieval-heads --json --csv --report --log --resume --force --quiet --model --threads; do
 		printf '%s' "$out" | grep -q -- "$o" || fail "$s --help does not list $o"
 	done
 done
@@ -103,6 +104,7 @@ if [ "$have_py" -eq 1 ]; then
 import json, sys, xml.etree.ElementTree as ET
 doc = json.load(open("a.json"))
 assert doc["subcommand"] == "needle" and doc["config"]["lengths"] == [512]
+assert doc["config"]["budget"] == "default" and doc["config"]["retrieval_heads"] == "default"
 assert [c["method"] for c in doc["pooled"]] == ["full", "hsq"]
 assert doc["pooled"][1]["trials"] == 2 and "mcnemar_p" in doc["pooled"][1]["vs_full"]
 for line in open("a.jsonl"):
@@ -137,6 +139,8 @@ cmp -s a.csv c.csv && ok "the finished log gives the same summary" || fail "csv 
 # --- resume with another configuration, or from another subcommand's log
 run "$E" $NEEDLE --trials 3 --log a.jsonl --resume
 expect "--resume with another configuration exits 2" 2 "another configuration \(trials is 3 here but 2 in the log\)"
+run "$E" $NEEDLE --retrieval-heads 0 --log a.jsonl --resume
+expect "--resume with other retrieval heads exits 2" 2 "another configuration \(retrieval_heads"
 cp a.jsonl p.jsonl
 run "$E" ppl -m "$M" --context 256 --continuation 64 --log p.jsonl --resume doc1.txt doc2.txt
 expect "--resume on another subcommand's log exits 2" 2 "is the log of 'hsq-eval needle'"

@@ -20,10 +20,8 @@
 #include <criterion/criterion.h>
 
 #include "context.h"
-#include "crc32c.h"
 #include "hsq.h"
-#include "le.h"
-#include "snapshot_format.h"
+#include "snapshot_image.h"
 #include "tiers.h"
 
 #define N_HALF 150
@@ -195,27 +193,6 @@ Test(tier_retrieval, retrieval_heads_fetch_every_group_unless_budget_zero)
 	free(logits);
 }
 
-/* Entry of a section in the image's table. */
-static uint8_t *entry_of(uint8_t *f, const char *name)
-{
-	uint32_t n = get_u32(f + SNAP_H_SECTION_COUNT), es = get_u32(f + SNAP_H_ENTRY_SIZE);
-	uint64_t to = get_u64(f + SNAP_H_TABLE_OFFSET);
-	for (uint32_t i = 0; i < n; i++)
-		if (!strncmp((const char *)f + to + (size_t)i * es, name, 16))
-			return f + to + (size_t)i * es;
-	return NULL;
-}
-
-static void reseal_header(uint8_t *f)
-{
-	uint32_t hs = get_u32(f + SNAP_H_HEADER_SIZE), ns = get_u32(f + SNAP_H_SECTION_COUNT);
-	uint32_t es = get_u32(f + SNAP_H_ENTRY_SIZE);
-	uint64_t to = get_u64(f + SNAP_H_TABLE_OFFSET);
-	put_u32(f + SNAP_H_CRC, 0);
-	uint32_t c = crc32c_update(0, f, hs);
-	put_u32(f + SNAP_H_CRC, crc32c_update(c, f + to, (size_t)ns * es));
-}
-
 static uint8_t *read_file(const char *path, size_t *size)
 {
 	FILE *f = fopen(path, "rb");
@@ -272,18 +249,18 @@ Test(tier_retrieval, snapshots_keep_the_scores)
 	size_t size;
 	uint8_t *file = read_file(snap_path, &size), *bad = malloc(size);
 	cr_assert_eq(get_u16(file + SNAP_H_VERSION_MINOR), 2);
-	uint8_t *e = entry_of(file, "router.heads");
+	uint8_t *e = snap_image_entry(file, "router.heads");
 	cr_assert_not_null(e, "an hsq snapshot has a router.heads section");
 	cr_assert_eq(get_u32(e + SNAP_E_FLAGS) & SNAP_SECTION_REQUIRED, 0, "router.heads is optional");
 
 	/* a 1.1 file: the section absent (renamed to a private one, which
 	 * readers skip); it loads, with no retrieval heads */
 	memcpy(bad, file, size);
-	uint8_t *be = entry_of(bad, "router.heads");
+	uint8_t *be = snap_image_entry(bad, "router.heads");
 	memset(be, 0, 16);
 	memcpy(be, "x.unused", 8);
 	put_u16(bad + SNAP_H_VERSION_MINOR, 1);
-	reseal_header(bad);
+	snap_image_reseal_header(bad);
 	cr_assert_eq(load_bytes(bad, size, &back), HSQ_OK, "%s", hsq_last_error());
 	cr_assert_eq(hsq_context_retrieval_heads(back), 0);
 	for (int i = 0; i < n; i++)
@@ -304,11 +281,11 @@ Test(tier_retrieval, snapshots_keep_the_scores)
 	};
 	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
 		memcpy(bad, file, size);
-		uint8_t *be2 = entry_of(bad, "router.heads");
+		uint8_t *be2 = snap_image_entry(bad, "router.heads");
 		uint8_t *sec = bad + get_u64(be2 + SNAP_E_OFFSET);
 		put_u32(sec + cases[c].off, cases[c].value);
 		put_u32(be2 + SNAP_E_CRC, crc32c_update(0, sec, (size_t)get_u64(be2 + SNAP_E_STORED)));
-		reseal_header(bad);
+		snap_image_reseal_header(bad);
 		hsq_status st = load_bytes(bad, size, &back);
 		cr_assert_eq(st, HSQ_ERR_FORMAT, "%s: got %s (%s)", cases[c].what, hsq_strerror(st), hsq_last_error());
 		cr_assert_null(back);

@@ -18,10 +18,8 @@
 
 #include <criterion/criterion.h>
 
-#include "crc32c.h"
 #include "hsq.h"
-#include "le.h"
-#include "snapshot_format.h"
+#include "snapshot_image.h"
 
 #define N_TOK 160
 #define N_CTX 256
@@ -90,13 +88,9 @@ static void free_image(image *im)
 
 static uint8_t *entry_of(uint8_t *f, const char *name)
 {
-	uint32_t n = get_u32(f + SNAP_H_SECTION_COUNT), es = get_u32(f + SNAP_H_ENTRY_SIZE);
-	uint64_t to = get_u64(f + SNAP_H_TABLE_OFFSET);
-	for (uint32_t i = 0; i < n; i++)
-		if (!strncmp((const char *)f + to + (size_t)i * es, name, 16))
-			return f + to + (size_t)i * es;
-	cr_assert_fail("no section %s", name);
-	return NULL;
+	uint8_t *e = snap_image_entry(f, name);
+	cr_assert_not_null(e, "no section %s", name);
+	return e;
 }
 
 /* Start of a section's bytes in the image, and its size. */
@@ -113,12 +107,7 @@ static void reseal(uint8_t *f, const char *name)
 	size_t n;
 	uint8_t *s = section(f, name, &n);
 	put_u32(entry_of(f, name) + SNAP_E_CRC, crc32c_update(0, s, n));
-	uint32_t hs = get_u32(f + SNAP_H_HEADER_SIZE), ns = get_u32(f + SNAP_H_SECTION_COUNT);
-	uint32_t es = get_u32(f + SNAP_H_ENTRY_SIZE);
-	uint64_t to = get_u64(f + SNAP_H_TABLE_OFFSET);
-	put_u32(f + SNAP_H_CRC, 0);
-	uint32_t c = crc32c_update(0, f, hs);
-	put_u32(f + SNAP_H_CRC, crc32c_update(c, f + to, (size_t)ns * es));
+	snap_image_reseal_header(f);
 }
 
 /* Writes the damaged image, loads it, and (when it loads) decodes. */

@@ -823,22 +823,18 @@ static void print_tier_row(const char *label, const tier_sum *s, int window, int
 	printf("\n");
 }
 
-/* The heads with the highest induction score, highest first: the
- * retrieval heads hsq-decode picks by default. */
+/* The default retrieval heads, as the library marks them, best first. */
 static void print_retrieval(const hsq_tier_map *m)
 {
-	int n = m->n_layer * m->n_head_kv, n_global = 0;
-	for (int i = 0; i < n; i++)
-		n_global += !m->heads[i].window;
-	int want = hsq_default_retrieval_heads(n_global), shown = 0;
+	int n = m->n_layer * m->n_head_kv, shown = 0;
 	float last = INFINITY;
 	int last_i = -1;
 	printf("retrieval:  ");
-	for (; shown < want; shown++) { /* selection: the next below (last, last_i) */
+	for (;; shown++) { /* selection: the next marked head below (last, last_i) */
 		int best = -1;
 		for (int i = 0; i < n; i++) {
 			float v = m->heads[i].induction;
-			if (m->heads[i].window || !(v > 0.0f) || v > last || (v == last && i <= last_i))
+			if (!m->heads[i].retrieval || v > last || (v == last && i <= last_i))
 				continue;
 			if (best < 0 || v > m->heads[best].induction)
 				best = i;
@@ -1125,7 +1121,7 @@ static void json_tiers(const report *r)
 		       (unsigned long long)h->l1_bytes, (unsigned long long)h->l2_bytes, (unsigned long long)h->l3_bytes,
 		       (unsigned long long)h->l3_stored);
 		json_num(stdout, h->induction);
-		printf("}");
+		printf(",\"retrieval\":%s}", h->retrieval ? "true" : "false");
 	}
 	printf("]}");
 }

@@ -72,9 +72,12 @@ hsq_status hsq_context_set_retrieval_heads(hsq_context *ctx, int n)
 	if (!ctx->tiers || ctx->tiers->mode != HSQ_MODE_HSQ)
 		return hsq_fail(HSQ_ERR_INVALID_ARG, "retrieval heads need an hsq context; this one is %s",
 				hsq_mode_name(hsq_context_mode(ctx)));
+	int before = ctx->tiers->retrieval_heads;
 	ctx->tiers->retrieval_heads = n;
-	tiers_pick_retrieval(ctx->tiers);
-	return HSQ_OK;
+	hsq_status st = tiers_pick_retrieval(ctx->tiers);
+	if (st)
+		ctx->tiers->retrieval_heads = before; /* the marks were left as they were */
+	return st;
 }
 
 int hsq_context_retrieval_heads(const hsq_context *ctx)

@@ -348,6 +348,9 @@ typedef struct hsq_tier_head_info {
 	int32_t *g_first, *g_last; /* [n_group] first and last position of each group */
 	uint8_t *g_class;          /* [n_group] HSQ_GROUP_LOW / HSQ_GROUP_MEDIUM */
 	float induction;           /* 0..1, the retrieval-head score (0 when not stored) */
+	int retrieval;             /* 1: one of the default retrieval heads, the ones
+	                              hsq-decode fetches in full unless told otherwise
+	                              (hsq mode only; the library's own pick) */
 } hsq_tier_head_info;
 
 typedef struct hsq_tier_map {

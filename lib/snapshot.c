@@ -1064,15 +1064,26 @@ hsq_status hsq_snapshot_read_tiers(const char *path, hsq_tier_map **out)
 			h->n_medium += e.g_class[g] == HSQ_GROUP_MEDIUM;
 		}
 	}
-	float *ind = malloc((size_t)map->n_layer * map->n_head_kv * sizeof *ind);
-	if (!ind) {
+	int n_global = 0;
+	float *ind = malloc((size_t)n_heads * sizeof *ind);
+	uint8_t *global = malloc((size_t)n_heads), *picked = malloc((size_t)n_heads);
+	if (!ind || !global || !picked) {
 		st = hsq_fail(HSQ_ERR_NOMEM, "out of memory reading %s", path);
-		goto done;
-	}
-	if (!(st = tier_heads_read(path, &b[5], map->n_layer, map->n_head_kv, ind)))
-		for (int i = 0; i < map->n_layer * map->n_head_kv; i++)
+	} else if (!(st = tier_heads_read(path, &b[5], map->n_layer, map->n_head_kv, ind))) {
+		for (int i = 0; i < n_heads; i++) {
 			map->heads[i].induction = ind[i];
+			global[i] = !map->heads[i].window;
+			n_global += global[i];
+		}
+		/* the heads a decode with the default count would pick */
+		int want = map->mode == HSQ_MODE_HSQ ? hsq_default_retrieval_heads(n_global) : 0;
+		tiers_pick_top(ind, global, n_heads, want, picked);
+		for (int i = 0; i < n_heads; i++)
+			map->heads[i].retrieval = picked[i];
+	}
 	free(ind);
+	free(global);
+	free(picked);
 	if (st)
 		goto done;
 	for (int l = 0; l < map->n_layer; l++)

@@ -71,31 +71,46 @@ int hsq_default_retrieval_heads(int n_global_heads)
 	return n_global_heads > 0 ? (n_global_heads + 5) / 6 : 0;
 }
 
-void tiers_pick_retrieval(struct hsq_tiers *t)
+void tiers_pick_top(const float *score, const uint8_t *eligible, int n, int want, uint8_t *picked)
 {
-	int n_global = 0;
-	for (int l = 0; l < t->n_layer; l++)
-		for (int h = 0; h < t->n_head_kv; h++) {
-			t->layers[l].heads[h].retrieval = 0;
-			n_global += !t->layers[l].window;
-		}
-	int want = t->retrieval_heads == HSQ_RETRIEVAL_DEFAULT ? hsq_default_retrieval_heads(n_global) : t->retrieval_heads;
-	if (t->mode != HSQ_MODE_HSQ)
-		return;
+	memset(picked, 0, (size_t)n);
 	/* selection of the largest, want times (a few hundred heads at most);
-	 * scanning in head order with a strict > breaks ties to the earlier */
+	 * scanning in order with a strict > breaks ties to the earlier */
 	for (int k = 0; k < want; k++) {
-		tier_head *best = NULL;
-		for (int l = 0; l < t->n_layer; l++)
-			for (int h = 0; h < t->n_head_kv && !t->layers[l].window; h++) {
-				tier_head *x = &t->layers[l].heads[h];
-				if (!x->retrieval && x->induction > 0.0f && (!best || x->induction > best->induction))
-					best = x;
-			}
-		if (!best)
+		int best = -1;
+		for (int i = 0; i < n; i++)
+			if (eligible[i] && !picked[i] && score[i] > 0.0f && (best < 0 || score[i] > score[best]))
+				best = i;
+		if (best < 0)
 			return;
-		best->retrieval = 1;
+		picked[best] = 1;
 	}
+}
+
+hsq_status tiers_pick_retrieval(struct hsq_tiers *t)
+{
+	int n = t->n_layer * t->n_head_kv, n_global = 0;
+	float *score = malloc((size_t)n * sizeof *score);
+	uint8_t *global = malloc((size_t)n), *picked = malloc((size_t)n);
+	if (!score || !global || !picked) {
+		free(score);
+		free(global);
+		free(picked);
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory picking the retrieval heads");
+	}
+	for (int i = 0; i < n; i++) {
+		score[i] = t->layers[i / t->n_head_kv].heads[i % t->n_head_kv].induction;
+		global[i] = !t->layers[i / t->n_head_kv].window;
+		n_global += global[i];
+	}
+	int want = t->retrieval_heads == HSQ_RETRIEVAL_DEFAULT ? hsq_default_retrieval_heads(n_global) : t->retrieval_heads;
+	tiers_pick_top(score, global, n, t->mode == HSQ_MODE_HSQ ? want : 0, picked);
+	for (int i = 0; i < n; i++)
+		t->layers[i / t->n_head_kv].heads[i % t->n_head_kv].retrieval = picked[i];
+	free(score);
+	free(global);
+	free(picked);
+	return HSQ_OK;
 }
 
 static hsq_status check_params(const hsq_tier_params *p)
@@ -799,7 +814,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 		}
 	}
 	t->n_tokens = n;
-	tiers_pick_retrieval(t);
+	st = tiers_pick_retrieval(t);
 done:
 	free(k_rope);
 	free(k_pre);

@@ -170,9 +170,15 @@ void tiers_rope_rows(const struct hsq_tiers *t, const rope_table *r, float *x, c
 hsq_status tiers_encode_token(const struct hsq_tiers *t, const float *k_pre, const float *v, uint8_t *code);
 void tiers_decode_token(const struct hsq_tiers *t, const uint8_t *code, float *k_pre, float *v);
 
+/* The rule that picks retrieval heads, over n heads in layer-major order:
+ * marks in picked[n] (0/1) the `want` eligible heads with the highest score
+ * above 0, ties to the earlier head. One rule for decode and for the tier
+ * map that hsq-inspect shows. */
+void tiers_pick_top(const float *score, const uint8_t *eligible, int n, int want, uint8_t *picked);
+
 /* Marks the retrieval heads: the t->retrieval_heads (resolved) global
- * heads with the highest induction above 0, ties to the earlier head. */
-void tiers_pick_retrieval(struct hsq_tiers *t);
+ * heads with the highest induction above 0 (none outside hsq mode). */
+hsq_status tiers_pick_retrieval(struct hsq_tiers *t);
 
 /* Appends tokens to a head (capacity grows). Codes are copied; the decoded
  * working copies, and a group's router bounds, are made from them (r: the

@@ -410,7 +410,7 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 			t->layers[i / H].heads[i % H].induction = ind[i];
 	free(ind);
 	if (!st)
-		tiers_pick_retrieval(t);
+		st = tiers_pick_retrieval(t);
 	goto fail;
 nomem:
 	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory reading the tiers of %s", path);

@@ -87,6 +87,8 @@ assert t["params"]["group_size"] == 16 and t["params"]["window"] == 64 and t["pa
 h = t["heads"]
 assert len(h) == 30 * 3 and [(x["layer"], x["head"]) for x in h] == [(l, k) for l in range(30) for k in range(3)]
 assert all(0 <= x["induction"] <= 1 for x in h) and any(x["induction"] > 0 for x in h), "induction scores"
+top = sorted(range(len(h)), key=lambda i: (-h[i]["induction"], i))[:15]
+assert sorted(i for i in range(len(h)) if h[i]["retrieval"]) == sorted(top), "retrieval: the 15 top heads"
 tot = t["totals"]
 for key, field in [("l1_tokens", "l1_tokens"), ("l2_low", "l2_low"), ("l2_medium", "l2_medium"),
                    ("l3_tokens", "l3_tokens"), ("l1_bytes", "l1_bytes"), ("l2_bytes", "l2_bytes"),

@@ -242,8 +242,11 @@ Test(tier_retrieval, snapshots_keep_the_scores)
 
 	hsq_tier_map *map;
 	cr_assert_eq(hsq_snapshot_read_tiers(snap_path, &map), HSQ_OK, "%s", hsq_last_error());
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		cr_assert_eq(map->heads[i].induction, head_of(ctx, i)->induction, "map head %d", i);
+		/* ctx has the default count: the map marks the heads it picked */
+		cr_assert_eq(map->heads[i].retrieval, head_of(ctx, i)->retrieval, "map head %d", i);
+	}
 	hsq_tier_map_free(map);
 
 	size_t size;

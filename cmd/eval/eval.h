@@ -65,7 +65,7 @@ enum {
 	{ "report", 0, "DIR", "write DIR/report.md and SVG plots (DIR is created)", EOPT_REPORT },                \
 	{ "log", 0, "FILE", "trial log, one JSON line per completed trial (default hsq-eval-SUBCOMMAND.jsonl)",    \
 	  EOPT_LOG },                                                                                             \
-	{ "resume", 0, NULL, "continue the trial log, skipping what it holds (same configuration only)",          \
+	{ "resume", 0, NULL, "continue the trial log, skipping what it holds (same configuration; needle: more --trials grows it)",          \
 	  EOPT_RESUME },                                                                                          \
 	{ "force", 0, NULL, "overwrite an existing trial log", EOPT_FORCE },                                      \
 	{ "quiet", 'q', NULL, "no progress lines on standard error", EOPT_QUIET }
@@ -172,7 +172,9 @@ typedef struct eval_log {
 /* Opens c->log_path for config (the JSON text of an object). Without
  * --resume an existing log is refused (exit 2) unless --force. With
  * --resume the log's first line must hold the same subcommand and an
- * equal configuration (exit 2 naming the first difference); its records
+ * equal configuration (exit 2 naming the first difference), or one that
+ * differs only in a smaller "trials" (the log then grows: its first line
+ * is rewritten with this configuration and its records kept); its records
  * are validated with check (a malformed one exits 4 naming file and line,
  * except a half-written last line, which is dropped and cut off the file). */
 void eval_log_open(eval_log *L, const eval_common *c, const char *config, eval_record_check check, void *user);

@@ -181,10 +181,29 @@ static void config_difference(const json_value *ours, const json_value *theirs, 
 		}
 }
 
+/* Whether the two configurations differ in the trial count alone, ours
+ * the larger: a needle trial is drawn from (seed, cell, index) and nothing
+ * else (needle.c), so a log of n trials per cell holds the first n trials
+ * of every longer run, and can grow into one. */
+static int grows_trials(const json_value *ours, const json_value *theirs)
+{
+	const json_value *a = json_get(ours, "trials"), *b = json_get(theirs, "trials");
+	if (!a || !b || a->type != JSON_NUMBER || b->type != JSON_NUMBER || !(a->number > b->number) ||
+	    ours->n != theirs->n)
+		return 0;
+	for (size_t i = 0; i < ours->n; i++) {
+		const json_value *t = json_get(theirs, ours->keys[i]);
+		if (strcmp(ours->keys[i], "trials") && (!t || !json_equal(&ours->items[i], t)))
+			return 0;
+	}
+	return 1;
+}
+
 /* What is wrong with a log's first line, if anything. The message goes
  * to why, and everything parsed is freed before returning, so that the
- * caller can free the log text and exit without leaving allocations. */
-enum { HDR_OK, HDR_NOT_JSON, HDR_NOT_LOG, HDR_OTHER_SUB, HDR_OTHER_CONFIG };
+ * caller can free the log text and exit without leaving allocations.
+ * HDR_GROW: the same run with more trials per cell (why: the log's count). */
+enum { HDR_OK, HDR_GROW, HDR_NOT_JSON, HDR_NOT_LOG, HDR_OTHER_SUB, HDR_OTHER_CONFIG };
 
 static int check_header(const eval_common *c, const char *line, size_t len, const char *config, char *why,
 			size_t cap)
@@ -204,7 +223,10 @@ static int check_header(const eval_common *c, const char *line, size_t len, cons
 	} else {
 		if (json_parse(config, strlen(config), &ours, why, cap) != 0)
 			cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "internal error: configuration is not JSON (%s)", why);
-		if (!json_equal(&ours, cfg)) {
+		if (grows_trials(&ours, cfg)) {
+			snprintf(why, cap, "%.0f", json_get(cfg, "trials")->number);
+			r = HDR_GROW;
+		} else if (!json_equal(&ours, cfg)) {
 			sbuf msg = { 0 };
 			config_difference(&ours, cfg, &msg);
 			snprintf(why, cap, "%s", msg.s ? msg.s : "it differs");
@@ -313,6 +335,34 @@ static size_t resume_records(eval_log *L, const char *text, size_t len, size_t f
  * leave it for LeakSanitizer to report. */
 static char *resume_text;
 
+/* Rewrites the log with this run's header in place of its first line
+ * (first_end bytes) and the records unchanged: written beside it and
+ * renamed over it, so an interruption leaves the old log or the new one.
+ * Returns the new text (the old is freed). */
+static char *log_grow(const eval_log *L, const eval_common *c, const char *config, char *text, size_t *len,
+		      size_t first_end)
+{
+	sbuf b = { 0 };
+	log_header(&b, c, config);
+	for (size_t i = first_end; i < *len; i++)
+		sb_putc(&b, text[i]);
+	free(text);
+	resume_text = b.s;
+	char tmp[sizeof L->path + 16];
+	snprintf(tmp, sizeof tmp, "%s.grow", L->path);
+	eval_cleanup_add(tmp);
+	FILE *f = fopen(tmp, "wb");
+	int ok = f && fwrite(b.s, 1, b.len, f) == b.len && fflush(f) == 0 && fsync(fileno(f)) == 0;
+	if (f && fclose(f) != 0)
+		ok = 0;
+	if (!ok || rename(tmp, L->path) != 0)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot rewrite the trial log %s (through %s): %s", L->path, tmp,
+			strerror(errno));
+	eval_cleanup_forget(tmp);
+	*len = b.len;
+	return b.s;
+}
+
 static void log_resume(eval_log *L, const eval_common *c, const char *config)
 {
 	size_t len;
@@ -329,7 +379,12 @@ static void log_resume(eval_log *L, const eval_common *c, const char *config)
 	}
 	char why[1024];
 	int r = check_header(c, text, (size_t)(nl - text), config, why, sizeof why);
-	if (r != HDR_OK) {
+	if (r == HDR_GROW) {
+		eval_progress(c, "--resume: growing %s from %s to more trials per cell; its trials are kept", L->path,
+			      why);
+		text = resume_text = log_grow(L, c, config, text, &len, (size_t)(nl - text) + 1);
+		nl = memchr(text, '\n', len);
+	} else if (r != HDR_OK) {
 		free(text);
 		resume_text = NULL;
 		header_refused(L, c, r, why);

@@ -136,9 +136,21 @@ expect "resuming a finished log exits 0" 0 ""
 [ -z "$err" ] && ok "nothing run, nothing said with -q" || fail "stderr: $err"
 cmp -s a.csv c.csv && ok "the finished log gives the same summary" || fail "csv differs"
 
+# --- a run grows: one trial per cell, then --trials 2 --resume keeps it and adds the second
+run "$R" $NEEDLE --trials 1 --log g.jsonl -q
+expect "a one-trial run exits 0" 0 ""
+run "$R" $NEEDLE --log g.jsonl --resume --csv g.csv
+expect "--resume with more --trials grows the log" 0 "growing g.jsonl from 1 to more trials per cell"
+printf '%s' "$err" | grep -q "trial 1/2" && fail "the grown run redid the logged trial" || ok "the grown run skips the logged trial"
+[ "$out" = "$(cat a.out)" ] && ok "the grown table equals a two-trial run's" || fail "tables differ" "$(printf '%s\n' "$out" | diff - a.out)"
+cmp -s a.jsonl g.jsonl && ok "the grown log equals a two-trial run's, byte for byte" || fail "logs differ"
+[ ! -e g.jsonl.grow ] && ok "no temporary file left" || fail "g.jsonl.grow left behind"
+run "$E" $NEEDLE --trials 1 --log a.jsonl --resume
+expect "--resume with fewer --trials exits 2" 2 "another configuration \(trials is 1 here but 2 in the log\)"
+
 # --- resume with another configuration, or from another subcommand's log
-run "$E" $NEEDLE --trials 3 --log a.jsonl --resume
-expect "--resume with another configuration exits 2" 2 "another configuration \(trials is 3 here but 2 in the log\)"
+run "$E" $NEEDLE --seed 2 --log a.jsonl --resume
+expect "--resume with another configuration exits 2" 2 "another configuration \(seed is 2 here but 1 in the log\)"
 run "$E" $NEEDLE --retrieval-heads 0 --log a.jsonl --resume
 expect "--resume with other retrieval heads exits 2" 2 "another configuration \(retrieval_heads"
 cp a.jsonl p.jsonl

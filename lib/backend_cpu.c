@@ -22,13 +22,16 @@
 
 #define ROWS_PER_TASK 16
 #define MAX_THREADS 256
+/* Queries of one blocked attention task (tokens x the query heads of one
+ * KV head): 12 accumulators of 16 floats stay in AVX-512's 32 registers. */
+#define ATTN_MAXQ 12
 
 typedef struct cpu_backend {
 	hsq_backend base;
 	hsq_pool *pool;
 	int n_threads;
 	float *scratch;      /* [n_threads][ROWS_PER_TASK][max_cols]: dequantized rows */
-	float *scores;       /* [n_threads][n_ctx]: attention scores */
+	float *scores;       /* [n_threads][ATTN_MAXQ][n_ctx]: attention scores */
 	int n_ctx;           /* positions the scores scratch holds */
 } cpu_backend;
 
@@ -66,6 +69,28 @@ static void tile_4x1(const float *w, int ldw, const float *x, int n, float *y)
 	}
 	for (int r = 0; r < 4; r++)
 		y[r] = hsum16(acc[r]) + tail_dot(w + (size_t)r * ldw, x, k, n);
+}
+
+/* 4 keys against 4 queries (pointers: a block's queries are not evenly
+ * spaced): s[i][r] = k_r . q_i, each in the dot_f32 order, so equal to
+ * tile_4x1 and dot_f32 bit for bit. */
+static void tile_4x4q(const float *k, int ldk, const float *const *q, int n, float *const *s)
+{
+	vf16 acc[4][4] = { { { 0 } } };
+	int d = 0;
+	for (; d + 16 <= n; d += 16) {
+		vf16 kv[4], qv[4];
+		for (int r = 0; r < 4; r++)
+			kv[r] = load16(k + (size_t)r * ldk + d);
+		for (int i = 0; i < 4; i++)
+			qv[i] = load16(q[i] + d);
+		for (int i = 0; i < 4; i++)
+			for (int r = 0; r < 4; r++)
+				acc[i][r] += kv[r] * qv[i];
+	}
+	for (int i = 0; i < 4; i++)
+		for (int r = 0; r < 4; r++)
+			s[i][r] = hsum16(acc[i][r]) + tail_dot(k + (size_t)r * ldk, q[i], d, n);
 }
 
 typedef struct matmul_job {
@@ -252,9 +277,10 @@ typedef struct attn_job {
 	const float *q, *k, *v; /* caches of cap rows */
 	int cap;
 	const int *pos;
-	int n_head, n_head_kv, head_dim, window;
+	int n_tok, n_head, n_head_kv, head_dim, window;
 	float scale;
 	float *out;
+	int tok_block;          /* tokens per blocked task (attn_block_task) */
 } attn_job;
 
 /* One (token, head) pair: scores over positions 0..pos, softmax, weighted
@@ -269,7 +295,7 @@ static void attn_task(void *arg, int task, int thread)
 	const float *q = j->q + ((size_t)t * j->n_head + h) * hd;
 	const float *kb = j->k + (size_t)g * hd, *vb = j->v + (size_t)g * hd;
 	float *out = j->out + ((size_t)t * j->n_head + h) * hd;
-	float *s = j->cb->scores + (size_t)thread * j->cb->n_ctx;
+	float *s = j->cb->scores + (size_t)thread * ATTN_MAXQ * j->cb->n_ctx;
 	int first = j->window && j->pos[t] + 1 > j->window ? j->pos[t] + 1 - j->window : 0;
 	int n = j->pos[t] + 1 - first, cap = j->cap;
 	/* Positions first..pos[t] are rows (first + p) % cap: at most two
@@ -314,13 +340,150 @@ static void attn_task(void *arg, int task, int thread)
 	}
 }
 
+/* attn_task's softmax, turned into the weights it multiplies values by:
+ * s[p] = exp(s[p] * scale - max) * (1 / sum), the sum in position order.
+ * The scaling and the final product are elementwise, so doing them 16 lanes
+ * at a time gives the same floats. */
+static void softmax_weights(float *s, int n, float scale)
+{
+	float mx = -INFINITY, sum = 0.0f;
+	int p = 0;
+	for (; p + 16 <= n; p += 16) {
+		vf16 x = load16(s + p) * scale;
+		memcpy(s + p, &x, sizeof x);
+	}
+	for (; p < n; p++)
+		s[p] *= scale;
+	for (p = 0; p < n; p++)
+		mx = s[p] > mx ? s[p] : mx;
+	for (p = 0; p < n; p++) {
+		s[p] = expf(s[p] - mx);
+		sum += s[p];
+	}
+	float inv = 1.0f / sum;
+	for (p = 0; p + 16 <= n; p += 16) {
+		vf16 x = load16(s + p) * inv;
+		memcpy(s + p, &x, sizeof x);
+	}
+	for (; p < n; p++)
+		s[p] *= inv;
+}
+
+/* out[i] = sum over p < n[i] of w[i][p] * v_p for Q queries (Q a constant
+ * after inlining, at most 4: the accumulators stay in registers) sharing
+ * one load of each value row; each query's sum in position order. */
+static inline __attribute__((always_inline)) void attn_values(const float *vb, size_t kvw, int hd,
+							      float *const *w, const int *n, float *const *out,
+							      const int Q)
+{
+	int n_min = n[0], n_max = n[0];
+	for (int i = 1; i < Q; i++) {
+		n_min = n[i] < n_min ? n[i] : n_min;
+		n_max = n[i] > n_max ? n[i] : n_max;
+	}
+	int d0 = 0;
+	for (; d0 + 16 <= hd; d0 += 16) {
+		vf16 acc[4] = { { 0 } };
+		int p = 0;
+		for (; p < n_min; p++) {
+			vf16 v = load16(vb + (size_t)p * kvw + d0);
+#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++)
+				acc[i] += w[i][p] * v;
+		}
+		for (; p < n_max; p++) {
+			vf16 v = load16(vb + (size_t)p * kvw + d0);
+#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++)
+				if (p < n[i])
+					acc[i] += w[i][p] * v;
+		}
+		for (int i = 0; i < Q; i++)
+			memcpy(out[i] + d0, &acc[i], sizeof acc[i]);
+	}
+	for (int i = 0; i < Q; i++)
+		for (int d = d0; d < hd; d++) {
+			float o = 0.0f;
+			for (int p = 0; p < n[i]; p++)
+				o += w[i][p] * vb[(size_t)p * kvw + d];
+			out[i][d] = o;
+		}
+}
+
+/* The same attention for a block of tokens and one KV head, in global
+ * layers (positions 0..pos[t] are rows 0..pos[t]): each key and value row
+ * is loaded once for all the block's queries (its tokens times the query
+ * heads sharing the KV head) while it sits in L1, where attn_task loads it
+ * once per query; at 8K tokens the per-query stream of K and V from memory
+ * is most of a prefill. Every query's sums run in attn_task's order, so the
+ * results are bit-identical to it (test_attention_block). */
+static void attn_block_task(void *arg, int task, int thread)
+{
+	const attn_job *j = arg;
+	int hd = j->head_dim, rep = j->n_head / j->n_head_kv;
+	int n_blocks = (j->n_tok + j->tok_block - 1) / j->tok_block;
+	int g = task / n_blocks, t0 = (task % n_blocks) * j->tok_block;
+	int t1 = t0 + j->tok_block < j->n_tok ? t0 + j->tok_block : j->n_tok;
+	size_t kvw = (size_t)j->n_head_kv * hd;
+	const float *kb = j->k + (size_t)g * hd, *vb = j->v + (size_t)g * hd;
+	const float *q[ATTN_MAXQ];
+	float *out[ATTN_MAXQ], *s[ATTN_MAXQ];
+	int n[ATTN_MAXQ], m = 0, n_min = j->cb->n_ctx, n_max = 0;
+	for (int t = t0; t < t1; t++)
+		for (int r = 0; r < rep; r++, m++) {
+			size_t at = ((size_t)t * j->n_head + (size_t)g * rep + r) * hd;
+			q[m] = j->q + at;
+			out[m] = j->out + at;
+			s[m] = j->cb->scores + ((size_t)thread * ATTN_MAXQ + m) * j->cb->n_ctx;
+			n[m] = j->pos[t] + 1;
+			n_min = n[m] < n_min ? n[m] : n_min;
+			n_max = n[m] > n_max ? n[m] : n_max;
+		}
+	/* scores: 4 keys at a time for every query that reaches all 4 (4
+	 * queries at a time while all do), then each query's last n % 4 keys
+	 * one by one, as attn_task does */
+	for (int p = 0; p + 4 <= n_max; p += 4) {
+		const float *k4 = kb + (size_t)p * kvw;
+		int i = 0;
+		if (p + 4 <= n_min)
+			for (; i + 4 <= m; i += 4) {
+				float *s4[4] = { s[i] + p, s[i + 1] + p, s[i + 2] + p, s[i + 3] + p };
+				tile_4x4q(k4, (int)kvw, q + i, hd, s4);
+			}
+		for (; i < m; i++)
+			if (p + 4 <= n[i])
+				tile_4x1(k4, (int)kvw, q[i], hd, s[i] + p);
+	}
+	for (int i = 0; i < m; i++) {
+		for (int p = n[i] - n[i] % 4; p < n[i]; p++)
+			s[i][p] = dot_f32(q[i], kb + (size_t)p * kvw, hd);
+		softmax_weights(s[i], n[i], j->scale);
+	}
+	/* values: 4 queries at a time, then the rest one by one */
+	int i = 0;
+	for (; i + 4 <= m; i += 4)
+		attn_values(vb, kvw, hd, s + i, n + i, out + i, 4);
+	for (; i < m; i++)
+		attn_values(vb, kvw, hd, s + i, n + i, out + i, 1);
+}
+
 static void cpu_attention(hsq_backend *be, const float *q, const float *k_cache, const float *v_cache, int cap,
 			  const int *pos, int n_tok, int n_head, int n_head_kv, int head_dim, int window, float scale,
 			  float *out)
 {
 	cpu_backend *cb = (cpu_backend *)be;
-	attn_job j = { cb, q, k_cache, v_cache, cap, pos, n_head, n_head_kv, head_dim, window, scale, out };
-	pool_run(cb->pool, n_tok * n_head, attn_task, &j);
+	int rep = n_head / n_head_kv, tok_block = rep <= ATTN_MAXQ ? ATTN_MAXQ / rep : 0;
+	attn_job j = { cb, q, k_cache, v_cache, cap, pos, n_tok, n_head, n_head_kv, head_dim, window, scale, out,
+		       tok_block };
+	/* blocked where it pays and its layout holds: a global layer whose rows
+	 * are positions, and tokens enough to share each row among several */
+	int blocked = !window && tok_block >= 2 && n_tok >= 2;
+	for (int t = 0; blocked && t < n_tok; t++)
+		blocked = pos[t] >= 0 && pos[t] < cap && pos[t] < cb->n_ctx;
+	if (blocked)
+		pool_run(cb->pool, n_head_kv * ((n_tok + tok_block - 1) / tok_block), attn_block_task, &j);
+	else
+		pool_run(cb->pool, n_tok * n_head, attn_task, &j);
 }
 
 static void cpu_swiglu(hsq_backend *be, float *gate, const float *up, size_t n)
@@ -386,7 +549,7 @@ static hsq_status cpu_prepare(hsq_backend *be, const hsq_model *model, int n_ctx
 	free(cb->scratch);
 	free(cb->scores);
 	cb->scratch = cpu_alloc(be, (size_t)cb->n_threads * ROWS_PER_TASK * max_cols);
-	cb->scores = cpu_alloc(be, (size_t)cb->n_threads * (size_t)n_ctx);
+	cb->scores = cpu_alloc(be, (size_t)cb->n_threads * ATTN_MAXQ * (size_t)n_ctx);
 	cb->n_ctx = n_ctx;
 	if (!cb->scratch || !cb->scores)
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for %d threads of scratch at context %d", cb->n_threads,

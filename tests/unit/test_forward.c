@@ -111,6 +111,66 @@ Test(backend, attention_matches_naive_causal_gqa_and_window)
 	be->ops->destroy(be);
 }
 
+/* Global layers with several tokens run blocked (a block of tokens per KV
+ * head, backend_cpu.c): bit-identical to one token at a time, and close to
+ * the naive reference, for GQA ratios below, at and above the block's 12
+ * queries, head sizes with and without a tail of 16 lanes, a batch that
+ * is not a whole number of blocks, and a batch that continues a cache. */
+Test(backend, blocked_attention_is_batch_invariant)
+{
+	enum { NT = 23, FIRST = 6, MAXH = 13, MAXHD = 72 };
+	static const int shapes[][3] = { /* n_head, n_head_kv, head_dim */
+		{ 9, 3, 64 }, { 4, 1, 72 }, { 2, 2, 16 }, { 12, 1, 24 }, { 13, 1, 20 },
+	};
+	hsq_backend *be;
+	cr_assert_eq(backend_cpu_new(2, &be), HSQ_OK);
+	hsq_model fake = { 0 };
+	fake.info.n_embd = MAXH * MAXHD; fake.info.n_ff = MAXH * MAXHD; fake.info.n_head = MAXH;
+	fake.info.head_dim = MAXHD;
+	cr_assert_eq(be->ops->prepare(be, &fake, FIRST + NT), HSQ_OK);
+	size_t nq = (size_t)NT * MAXH * MAXHD, nkv = (size_t)(FIRST + NT) * MAXH * MAXHD;
+	float *q = malloc(nq * 4), *k = malloc(nkv * 4), *v = malloc(nkv * 4);
+	float *out = malloc(nq * 4), *one = malloc(MAXH * MAXHD * 4);
+	double o[MAXHD];
+	unsigned s = 11;
+	for (size_t i = 0; i < nq; i++) q[i] = frand(&s) * 2;
+	for (size_t i = 0; i < nkv; i++) { k[i] = frand(&s) * 2; v[i] = frand(&s); }
+	int pos[NT];
+	for (int t = 0; t < NT; t++) pos[t] = FIRST + t; /* rows 0..FIRST-1 came before */
+	for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+		int nh = shapes[c][0], nkvh = shapes[c][1], hd = shapes[c][2];
+		float sc = 1.0f / sqrtf((float)hd);
+		be->ops->attention(be, q, k, v, FIRST + NT, pos, NT, nh, nkvh, hd, 0, sc, out);
+		for (int t = 0; t < NT; t++) {
+			be->ops->attention(be, q + (size_t)t * nh * hd, k, v, FIRST + NT, &pos[t], 1, nh, nkvh, hd, 0, sc,
+					   one);
+			cr_assert(memcmp(out + (size_t)t * nh * hd, one, (size_t)nh * hd * 4) == 0,
+				  "shape %zu token %d: the batch differs from one token at a time", c, t);
+			for (int h = 0; h < nh; h++) { /* naive, at position pos[t] */
+				int g = h / (nh / nkvh);
+				double sco[FIRST + NT], mx = -1e300, sum = 0;
+				for (int p = 0; p <= pos[t]; p++) {
+					double d = 0;
+					for (int i = 0; i < hd; i++)
+						d += (double)q[((size_t)t * nh + h) * hd + i] * k[((size_t)p * nkvh + g) * hd + i];
+					sco[p] = d * sc;
+					mx = fmax(mx, sco[p]);
+				}
+				for (int p = 0; p <= pos[t]; p++)
+					sum += sco[p] = exp(sco[p] - mx);
+				for (int i = 0; i < hd; i++) {
+					o[i] = 0;
+					for (int p = 0; p <= pos[t]; p++)
+						o[i] += sco[p] / sum * v[((size_t)p * nkvh + g) * hd + i];
+					cr_assert(fabs(one[h * hd + i] - o[i]) < 1e-5, "shape %zu t=%d h=%d i=%d", c, t, h, i);
+				}
+			}
+		}
+	}
+	be->ops->destroy(be);
+	free(q); free(k); free(v); free(out); free(one);
+}
+
 Test(backend, rope_rotates_pairs_by_position)
 {
 	hsq_backend *be;

@@ -23,7 +23,8 @@
 #define ROWS_PER_TASK 16
 #define MAX_THREADS 256
 /* Queries of one blocked attention task (tokens x the query heads of one
- * KV head): 12 accumulators of 16 floats stay in AVX-512's 32 registers. */
+ * KV head), which share each load of a key row; a multiple of 4, the
+ * queries that share each load of a value row (attn_values). */
 #define ATTN_MAXQ 12
 
 typedef struct cpu_backend {
@@ -369,9 +370,9 @@ static void softmax_weights(float *s, int n, float scale)
 		s[p] *= inv;
 }
 
-/* out[i] = sum over p < n[i] of w[i][p] * v_p for Q queries (Q a constant
- * after inlining, at most 4: the accumulators stay in registers) sharing
- * one load of each value row; each query's sum in position order. */
+/* out[i] = sum over p < n[i] of w[i][p] * v_p for Q queries (Q = 1 or 4,
+ * a constant after inlining, so the accumulators stay in registers)
+ * sharing one load of each value row; each query's sum in position order. */
 static inline __attribute__((always_inline)) void attn_values(const float *vb, size_t kvw, int hd,
 							      float *const *w, const int *n, float *const *out,
 							      const int Q)
@@ -411,11 +412,11 @@ static inline __attribute__((always_inline)) void attn_values(const float *vb, s
 }
 
 /* The same attention for a block of tokens and one KV head, in global
- * layers (positions 0..pos[t] are rows 0..pos[t]): each key and value row
- * is loaded once for all the block's queries (its tokens times the query
- * heads sharing the KV head) while it sits in L1, where attn_task loads it
- * once per query; at 8K tokens the per-query stream of K and V from memory
- * is most of a prefill. Every query's sums run in attn_task's order, so the
+ * layers (positions 0..pos[t] are rows 0..pos[t]): each key row is loaded
+ * once for all the block's queries (its tokens times the query heads
+ * sharing the KV head) and each value row once per 4 of them, where
+ * attn_task loads both once per query; at long context that stream of K
+ * and V from memory was most of a prefill. Every query's sums run in attn_task's order, so the
  * results are bit-identical to it (test_attention_block). */
 static void attn_block_task(void *arg, int task, int thread)
 {

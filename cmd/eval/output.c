@@ -202,7 +202,7 @@ static int grows_trials(const json_value *ours, const json_value *theirs)
 /* What is wrong with a log's first line, if anything. The message goes
  * to why, and everything parsed is freed before returning, so that the
  * caller can free the log text and exit without leaving allocations.
- * HDR_GROW: the same run with more trials per cell (why: the log's count). */
+ * HDR_GROW: the same run with more trials per cell (why: "N to M"). */
 enum { HDR_OK, HDR_GROW, HDR_NOT_JSON, HDR_NOT_LOG, HDR_OTHER_SUB, HDR_OTHER_CONFIG };
 
 static int check_header(const eval_common *c, const char *line, size_t len, const char *config, char *why,
@@ -224,7 +224,7 @@ static int check_header(const eval_common *c, const char *line, size_t len, cons
 		if (json_parse(config, strlen(config), &ours, why, cap) != 0)
 			cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "internal error: configuration is not JSON (%s)", why);
 		if (grows_trials(&ours, cfg)) {
-			snprintf(why, cap, "%.0f", json_get(cfg, "trials")->number);
+			snprintf(why, cap, "%.0f to %.0f", json_get(cfg, "trials")->number, json_get(&ours, "trials")->number);
 			r = HDR_GROW;
 		} else if (!json_equal(&ours, cfg)) {
 			sbuf msg = { 0 };
@@ -380,8 +380,7 @@ static void log_resume(eval_log *L, const eval_common *c, const char *config)
 	char why[1024];
 	int r = check_header(c, text, (size_t)(nl - text), config, why, sizeof why);
 	if (r == HDR_GROW) {
-		eval_progress(c, "--resume: growing %s from %s to more trials per cell; its trials are kept", L->path,
-			      why);
+		eval_progress(c, "--resume: growing %s from %s trials per cell; its trials are kept", L->path, why);
 		text = resume_text = log_grow(L, c, config, text, &len, (size_t)(nl - text) + 1);
 		nl = memchr(text, '\n', len);
 	} else if (r != HDR_OK) {

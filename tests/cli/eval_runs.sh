@@ -140,7 +140,7 @@ cmp -s a.csv c.csv && ok "the finished log gives the same summary" || fail "csv 
 run "$R" $NEEDLE --trials 1 --log g.jsonl -q
 expect "a one-trial run exits 0" 0 ""
 run "$R" $NEEDLE --log g.jsonl --resume --csv g.csv
-expect "--resume with more --trials grows the log" 0 "growing g.jsonl from 1 to more trials per cell"
+expect "--resume with more --trials grows the log" 0 "growing g.jsonl from 1 to 2 trials per cell"
 printf '%s' "$err" | grep -q "trial 1/2" && fail "the grown run redid the logged trial" || ok "the grown run skips the logged trial"
 [ "$out" = "$(cat a.out)" ] && ok "the grown table equals a two-trial run's" || fail "tables differ" "$(printf '%s\n' "$out" | diff - a.out)"
 cmp -s a.jsonl g.jsonl && ok "the grown log equals a two-trial run's, byte for byte" || fail "logs differ"

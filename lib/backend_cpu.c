@@ -285,67 +285,10 @@ typedef struct attn_job {
 	int tok_block;          /* tokens per blocked task (attn_block_task) */
 } attn_job;
 
-/* One (token, head) pair: scores over positions 0..pos, softmax, weighted
- * sum of values, each in a fixed sequential order over positions. Scores
- * use the dot_f32 order, so results do not depend on the batch. */
-static void attn_task(void *arg, int task, int thread)
-{
-	const attn_job *j = arg;
-	int hd = j->head_dim, t = task / j->n_head, h = task % j->n_head;
-	int g = h / (j->n_head / j->n_head_kv);
-	size_t kvw = (size_t)j->n_head_kv * hd;
-	const float *q = j->q + ((size_t)t * j->n_head + h) * hd;
-	const float *kb = j->k + (size_t)g * hd, *vb = j->v + (size_t)g * hd;
-	float *out = j->out + ((size_t)t * j->n_head + h) * hd;
-	float *s = j->cb->scores + (size_t)thread * ATTN_MAXQ * j->cb->n_ctx;
-	int first = j->window && j->pos[t] + 1 > j->window ? j->pos[t] + 1 - j->window : 0;
-	int n = j->pos[t] + 1 - first, cap = j->cap;
-	/* Positions first..pos[t] are rows (first + p) % cap: at most two
-	 * contiguous runs of the ring. */
-	int r0 = first % cap, run = cap - r0 < n ? cap - r0 : n;
-	float mx = -INFINITY, sum = 0.0f;
-	int p = 0;
-	for (; p + 4 <= run; p += 4) /* 4 keys at once: same order as dot_f32 */
-		tile_4x1(kb + (r0 + p) * kvw, (int)kvw, q, hd, s + p);
-	for (; p < run; p++)
-		s[p] = dot_f32(q, kb + (r0 + p) * kvw, hd);
-	for (; p + 4 <= n; p += 4)
-		tile_4x1(kb + (p - run) * kvw, (int)kvw, q, hd, s + p);
-	for (; p < n; p++)
-		s[p] = dot_f32(q, kb + (p - run) * kvw, hd);
-	for (p = 0; p < n; p++) {
-		s[p] *= j->scale;
-		mx = s[p] > mx ? s[p] : mx;
-	}
-	for (p = 0; p < n; p++) {
-		s[p] = expf(s[p] - mx);
-		sum += s[p];
-	}
-	float inv = 1.0f / sum;
-	int d0 = 0;
-	/* 16-lane blocks of the output accumulate in registers over positions */
-	for (; d0 + 16 <= hd; d0 += 16) {
-		vf16 acc = { 0 };
-		for (p = 0; p < n; p++) {
-			size_t row = p < run ? (size_t)(r0 + p) : (size_t)(p - run);
-			acc += (s[p] * inv) * load16(vb + row * kvw + d0);
-		}
-		memcpy(out + d0, &acc, sizeof acc);
-	}
-	for (int d = d0; d < hd; d++) {
-		float o = 0.0f;
-		for (p = 0; p < n; p++) {
-			size_t row = p < run ? (size_t)(r0 + p) : (size_t)(p - run);
-			o += (s[p] * inv) * vb[row * kvw + d];
-		}
-		out[d] = o;
-	}
-}
-
-/* attn_task's softmax, turned into the weights it multiplies values by:
- * s[p] = exp(s[p] * scale - max) * (1 / sum), the sum in position order.
- * The scaling and the final product are elementwise, so doing them 16 lanes
- * at a time gives the same floats. */
+/* Scores to attention weights, in place: s[p] = exp(s[p] * scale - max) *
+ * (1 / sum), the sum in position order. The scaling and the final product
+ * are elementwise, so 16 lanes at a time give the same floats as one by
+ * one. */
 static void softmax_weights(float *s, int n, float scale)
 {
 	float mx = -INFINITY, sum = 0.0f;
@@ -369,6 +312,54 @@ static void softmax_weights(float *s, int n, float scale)
 	}
 	for (; p < n; p++)
 		s[p] *= inv;
+}
+
+/* One (token, head) pair: scores over positions 0..pos, softmax, weighted
+ * sum of values, each in a fixed sequential order over positions. Scores
+ * use the dot_f32 order, so results do not depend on the batch. */
+static void attn_task(void *arg, int task, int thread)
+{
+	const attn_job *j = arg;
+	int hd = j->head_dim, t = task / j->n_head, h = task % j->n_head;
+	int g = h / (j->n_head / j->n_head_kv);
+	size_t kvw = (size_t)j->n_head_kv * hd;
+	const float *q = j->q + ((size_t)t * j->n_head + h) * hd;
+	const float *kb = j->k + (size_t)g * hd, *vb = j->v + (size_t)g * hd;
+	float *out = j->out + ((size_t)t * j->n_head + h) * hd;
+	float *s = j->cb->scores + (size_t)thread * ATTN_MAXQ * j->cb->n_ctx;
+	int first = j->window && j->pos[t] + 1 > j->window ? j->pos[t] + 1 - j->window : 0;
+	int n = j->pos[t] + 1 - first, cap = j->cap;
+	/* Positions first..pos[t] are rows (first + p) % cap: at most two
+	 * contiguous runs of the ring. */
+	int r0 = first % cap, run = cap - r0 < n ? cap - r0 : n;
+	int p = 0;
+	for (; p + 4 <= run; p += 4) /* 4 keys at once: same order as dot_f32 */
+		tile_4x1(kb + (r0 + p) * kvw, (int)kvw, q, hd, s + p);
+	for (; p < run; p++)
+		s[p] = dot_f32(q, kb + (r0 + p) * kvw, hd);
+	for (; p + 4 <= n; p += 4)
+		tile_4x1(kb + (p - run) * kvw, (int)kvw, q, hd, s + p);
+	for (; p < n; p++)
+		s[p] = dot_f32(q, kb + (p - run) * kvw, hd);
+	softmax_weights(s, n, j->scale);
+	int d0 = 0;
+	/* 16-lane blocks of the output accumulate in registers over positions */
+	for (; d0 + 16 <= hd; d0 += 16) {
+		vf16 acc = { 0 };
+		for (p = 0; p < n; p++) {
+			size_t row = p < run ? (size_t)(r0 + p) : (size_t)(p - run);
+			acc += s[p] * load16(vb + row * kvw + d0);
+		}
+		memcpy(out + d0, &acc, sizeof acc);
+	}
+	for (int d = d0; d < hd; d++) {
+		float o = 0.0f;
+		for (p = 0; p < n; p++) {
+			size_t row = p < run ? (size_t)(r0 + p) : (size_t)(p - run);
+			o += s[p] * vb[row * kvw + d];
+		}
+		out[d] = o;
+	}
 }
 
 /* out[i] = sum over p < n[i] of w[i][p] * v_p for Q queries (Q = 1 or 4,
@@ -417,8 +408,9 @@ static inline __attribute__((always_inline)) void attn_values(const float *vb, s
  * once for all the block's queries (its tokens times the query heads
  * sharing the KV head) and each value row once per 4 of them, where
  * attn_task loads both once per query; at long context that stream of K
- * and V from memory was most of a prefill. Every query's sums run in attn_task's order, so the
- * results are bit-identical to it (test_attention_block). */
+ * and V from memory was most of a prefill. Every query's sums run in
+ * attn_task's order, so the results are bit-identical to it (test_forward,
+ * blocked_attention_is_batch_invariant). */
 static void attn_block_task(void *arg, int task, int thread)
 {
 	const attn_job *j = arg;

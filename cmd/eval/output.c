@@ -338,7 +338,7 @@ static char *resume_text;
 /* Rewrites the log with this run's header in place of its first line
  * (first_end bytes) and the records unchanged: written beside it and
  * renamed over it, so an interruption leaves the old log or the new one.
- * Returns the new text (the old is freed). */
+ * Returns the new text (the old is freed), also kept in resume_text. */
 static char *log_grow(const eval_log *L, const eval_common *c, const char *config, char *text, size_t *len,
 		      size_t first_end)
 {
@@ -381,7 +381,7 @@ static void log_resume(eval_log *L, const eval_common *c, const char *config)
 	int r = check_header(c, text, (size_t)(nl - text), config, why, sizeof why);
 	if (r == HDR_GROW) {
 		eval_progress(c, "--resume: growing %s from %s trials per cell; its trials are kept", L->path, why);
-		text = resume_text = log_grow(L, c, config, text, &len, (size_t)(nl - text) + 1);
+		text = log_grow(L, c, config, text, &len, (size_t)(nl - text) + 1);
 		nl = memchr(text, '\n', len);
 	} else if (r != HDR_OK) {
 		free(text);

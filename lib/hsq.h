@@ -260,7 +260,7 @@ hsq_status hsq_context_recall(const hsq_context *ctx, double *per_layer);
 typedef struct hsq_tier_stats {
 	int n_tokens;           /* positions covered */
 	uint64_t fp16_kv_bytes; /* the same KV cache at fp16 (sliding layers: their window) */
-	uint64_t l1_bytes;      /* codes + positions */
+	uint64_t l1_bytes;      /* codes + positions + the heads' centres */
 	uint64_t l2_bytes;      /* summary codes + group table */
 	uint64_t l3_bytes;      /* codes + positions, uncompressed */
 	uint64_t tail_bytes;    /* full-precision tail (fp32) */
@@ -340,7 +340,7 @@ typedef struct hsq_tier_head_info {
 	int layer, head;
 	int window;                /* sliding window of the layer, 0 = global */
 	int n_l1, n_group, n_medium, n_l3;
-	uint64_t l1_bytes;         /* codes + positions */
+	uint64_t l1_bytes;         /* codes + positions + the head's centres (1.3 files) */
 	uint64_t l2_bytes;         /* summary codes + group table */
 	uint64_t l3_bytes;         /* codes + positions, before zstd */
 	uint64_t l3_stored;        /* the head's zstd frame in the file */

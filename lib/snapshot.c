@@ -886,7 +886,7 @@ static hsq_status load_tiers(snap_reader *r, const hsq_model *model, const hsq_c
 	for (int i = 0; i < TIER_N_SECTIONS; i++) {
 		const snap_section *s = find_section(r, tier_section_names[i]);
 		if (!s && i >= TIER_N_REQUIRED)
-			continue; /* optional (router.heads of format 1.2) */
+			continue; /* router.heads (1.2) or centres (1.3): older files lack them */
 		if (!s) {
 			st = hsq_fail(HSQ_ERR_FORMAT, "%s: %s-mode snapshot has no '%s' section; the file is damaged", r->path,
 				      hsq_mode_name((hsq_snapshot_mode)r->mode), tier_section_names[i]);
@@ -982,7 +982,7 @@ hsq_status hsq_snapshot_read_tiers(const char *path, hsq_tier_map **out)
 	for (int i = 0; i < TIER_N_SECTIONS; i++) {
 		const snap_section *s = find_section(&r, tier_section_names[i]);
 		if (!s && i >= TIER_N_REQUIRED)
-			continue; /* optional (router.heads of format 1.2) */
+			continue; /* router.heads (1.2) or centres (1.3): older files lack them */
 		if (!s) {
 			st = hsq_fail(HSQ_ERR_FORMAT, "%s: no '%s' section; the file is damaged", path, tier_section_names[i]);
 			goto done;
@@ -1027,7 +1027,7 @@ hsq_status hsq_snapshot_read_tiers(const char *path, hsq_tier_map **out)
 		h->n_l1 = (int)e.n_l1;
 		h->n_group = (int)e.n_group;
 		h->n_l3 = (int)e.n_l3;
-		h->l1_bytes = tier_l1_bytes(e.n_l1, c4);
+		h->l1_bytes = tier_l1_bytes(e.n_l1, c4) + (b[TIER_S_CENTRES].size ? tier_centre_bytes(map->head_dim) : 0);
 		h->l2_bytes = tier_l2_bytes(e.n_group, c3, cb);
 		h->l3_bytes = tier_l3_bytes(e.n_l3, c4);
 		h->l3_stored = e.l3_stored;
@@ -1069,7 +1069,7 @@ hsq_status hsq_snapshot_read_tiers(const char *path, hsq_tier_map **out)
 	uint8_t *global = malloc((size_t)n_heads), *picked = malloc((size_t)n_heads);
 	if (!ind || !global || !picked) {
 		st = hsq_fail(HSQ_ERR_NOMEM, "out of memory reading %s", path);
-	} else if (!(st = tier_heads_read(path, &b[5], map->n_layer, map->n_head_kv, ind))) {
+	} else if (!(st = tier_heads_read(path, &b[TIER_S_HEADS], map->n_layer, map->n_head_kv, ind))) {
 		for (int i = 0; i < n_heads; i++) {
 			map->heads[i].induction = ind[i];
 			global[i] = !map->heads[i].window;
@@ -1468,7 +1468,7 @@ hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snaps
 				continue;
 			out_section *o = &sec[k++];
 			o->name = tier_section_names[i];
-			o->flags = i < TIER_N_REQUIRED ? SNAP_SECTION_REQUIRED : 0;
+			o->flags = tier_section_required_bit(i) ? SNAP_SECTION_REQUIRED : 0;
 			o->codec = SNAP_CODEC_RAW;
 			o->offset = pos;
 			o->raw = o->stored = blobs[i].size;

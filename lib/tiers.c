@@ -162,6 +162,7 @@ static void head_free(tier_head *h)
 	free(h->slot_of);
 	free(h->cache_k);
 	free(h->cache_v);
+	free(h->centre);
 }
 
 void tiers_free(struct hsq_tiers *t)
@@ -284,6 +285,9 @@ hsq_status tiers_new(const hsq_model *model, hsq_snapshot_mode mode, const hsq_t
 		L->rope_table = r;
 		if (!(L->heads = calloc((size_t)t->n_head_kv, sizeof *L->heads)))
 			goto nomem;
+		for (int h = 0; h < t->n_head_kv; h++)
+			if (!(L->heads[h].centre = calloc(2 * (size_t)t->head_dim, sizeof(float))))
+				goto nomem;
 	}
 	*out = t;
 	return HSQ_OK;
@@ -333,25 +337,124 @@ void tiers_rope_rows(const struct hsq_tiers *t, const rope_table *r, float *x, c
 	}
 }
 
-hsq_status tiers_encode_token(const struct hsq_tiers *t, const float *k_pre, const float *v, uint8_t *code)
+/* Codes x, or x minus centre flagged TIER_CODE_CENTRED when that is
+ * shorter (the codec's error grows with the norm it codes). */
+static hsq_status encode_centred(const hsq_codec *c, const float *x, const float *centre, int hd, uint8_t *code)
+{
+	float r[HSQ_CODEC_MAX_DIM];
+	double nx = 0.0, nr = 0.0;
+	for (int d = 0; d < hd; d++) {
+		r[d] = x[d] - centre[d];
+		nx += (double)x[d] * x[d];
+		nr += (double)r[d] * r[d];
+	}
+	hsq_status st = hsq_codec_encode(c, nr < nx ? r : x, 1, code);
+	if (!st && nr < nx)
+		code[1] |= TIER_CODE_CENTRED;
+	return st;
+}
+
+static void decode_centred(const hsq_codec *c, size_t code_bytes, const uint8_t *code, const float *centre, int hd,
+			   float *x)
+{
+	if (!(code[1] & TIER_CODE_CENTRED)) {
+		hsq_codec_decode(c, code, 1, x);
+		return;
+	}
+	uint8_t plain[2 + HSQ_CODEC_MAX_DIM]; /* a 4-bit code: 2 + head_dim / 2 bytes */
+	memcpy(plain, code, code_bytes);
+	plain[1] &= (uint8_t)~TIER_CODE_CENTRED;
+	hsq_codec_decode(c, plain, 1, x);
+	for (int d = 0; d < hd; d++)
+		x[d] += centre[d];
+}
+
+hsq_status tiers_encode_token(const struct hsq_tiers *t, const tier_head *h, const float *k_pre, const float *v,
+			      uint8_t *code)
 {
 	hsq_status st;
-	if ((st = hsq_codec_encode(t->c4, k_pre, 1, code)) || (st = hsq_codec_encode(t->c4, v, 1, code + t->code4)))
+	int hd = t->head_dim;
+	if ((st = encode_centred(t->c4, k_pre, h->centre, hd, code)) ||
+	    (st = encode_centred(t->c4, v, h->centre + hd, hd, code + t->code4)))
 		return st;
 	return HSQ_OK;
 }
 
-void tiers_decode_token(const struct hsq_tiers *t, const uint8_t *code, float *k_pre, float *v)
+void tiers_decode_token(const struct hsq_tiers *t, const tier_head *h, const uint8_t *code, float *k_pre, float *v)
 {
-	hsq_codec_decode(t->c4, code, 1, k_pre);
-	hsq_codec_decode(t->c4, code + t->code4, 1, v);
+	decode_centred(t->c4, t->code4, code, h->centre, t->head_dim, k_pre);
+	decode_centred(t->c4, t->code4, code + t->code4, h->centre + t->head_dim, t->head_dim, v);
+}
+
+/* The centre of a group's key summary: the head's key centre rotated to
+ * each of the n positions, averaged. */
+static void summary_centre(const struct hsq_tiers *t, const tier_head *h, const rope_table *r, const int32_t *pos,
+			   int n, float *c)
+{
+	int hd = t->head_dim;
+	float row[HSQ_CODEC_MAX_DIM];
+	memset(c, 0, (size_t)hd * sizeof *c);
+	for (int i = 0; i < n; i++) {
+		memcpy(row, h->centre, (size_t)hd * sizeof *row);
+		tiers_rope_rows(t, r, row, &pos[i], 1, +1);
+		for (int d = 0; d < hd; d++)
+			c[d] += row[d];
+	}
+	for (int d = 0; d < hd && n > 0; d++)
+		c[d] /= (float)n;
+}
+
+hsq_status tiers_encode_summary(const struct hsq_tiers *t, const tier_head *h, const rope_table *r,
+				const int32_t *pos, int n, const float *k_sum, const float *v_sum, uint8_t *code)
+{
+	hsq_status st;
+	float ck[HSQ_CODEC_MAX_DIM];
+	summary_centre(t, h, r, pos, n, ck);
+	if ((st = encode_centred(t->c3, k_sum, ck, t->head_dim, code)) ||
+	    (st = encode_centred(t->c3, v_sum, h->centre + t->head_dim, t->head_dim, code + t->code3)))
+		return st;
+	return HSQ_OK;
+}
+
+void tiers_decode_summary(const struct hsq_tiers *t, const tier_head *h, const rope_table *r, const int32_t *pos,
+			  int n, const uint8_t *code, float *k_sum, float *v_sum)
+{
+	float ck[HSQ_CODEC_MAX_DIM];
+	if (code[1] & TIER_CODE_CENTRED)
+		summary_centre(t, h, r, pos, n, ck);
+	decode_centred(t->c3, t->code3, code, ck, t->head_dim, k_sum);
+	decode_centred(t->c3, t->code3, code + t->code3, h->centre + t->head_dim, t->head_dim, v_sum);
+}
+
+void tiers_set_centres(struct hsq_tiers *t, int layer, const float *k_pre, const float *v, size_t stride, int first,
+		       int n, int sinks)
+{
+	int hd = t->head_dim;
+	if (n - first > sinks)
+		first += sinks;
+	for (int g = 0; g < t->n_head_kv; g++) {
+		float *c = t->layers[layer].heads[g].centre;
+		double sum[2 * HSQ_CODEC_MAX_DIM] = { 0 };
+		for (int i = first; i < n; i++)
+			for (int d = 0; d < hd; d++) {
+				sum[d] += k_pre[(size_t)i * stride + (size_t)g * hd + d];
+				sum[hd + d] += v[(size_t)i * stride + (size_t)g * hd + d];
+			}
+		int ok = 1;
+		for (int d = 0; d < 2 * hd; d++) {
+			c[d] = n > first ? (float)(sum[d] / (n - first)) : 0.0f;
+			ok &= fabsf(c[d]) <= 65504.0f;
+		}
+		if (!ok)
+			memset(c, 0, 2 * (size_t)hd * sizeof *c);
+	}
 }
 
 /* Decodes one token's K (rotated to pos) and V from its codes. */
-static void decode_token(const struct hsq_tiers *t, const rope_table *r, const uint8_t *code, int32_t pos, float *k,
-			 float *v)
+static void decode_token(const struct hsq_tiers *t, const tier_head *h, const rope_table *r, const uint8_t *code,
+			 int32_t pos, float *k, float *v)
 {
-	tiers_decode_token(t, code, k, v);
+	tiers_decode_token(t, h, code, k, v);
 	tiers_rope_rows(t, r, k, &pos, 1, +1);
 }
 
@@ -372,7 +475,7 @@ hsq_status tiers_head_add_l1(struct hsq_tiers *t, int layer, tier_head *h, int n
 	memcpy(h->l1_code + (size_t)h->n_l1 * tier_code4_pair(t), codes, (size_t)n * tier_code4_pair(t));
 	for (int i = 0; i < n; i++) {
 		int j = h->n_l1 + i;
-		decode_token(t, r, h->l1_code + (size_t)j * tier_code4_pair(t), pos[i], h->l1_k + (size_t)j * hd,
+		decode_token(t, h, r, h->l1_code + (size_t)j * tier_code4_pair(t), pos[i], h->l1_k + (size_t)j * hd,
 			     h->l1_v + (size_t)j * hd);
 	}
 	h->n_l1 = need;
@@ -461,7 +564,7 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_h
 		hi[d] = -INFINITY;
 	}
 	for (int i = 0; i < n; i++) {
-		decode_token(t, r, codes + (size_t)i * tier_code4_pair(t), pos[i], kd, vd);
+		decode_token(t, h, r, codes + (size_t)i * tier_code4_pair(t), pos[i], kd, vd);
 		for (int d = 0; d < hd; d++) {
 			lo[d] = kd[d] < lo[d] ? kd[d] : lo[d];
 			hi[d] = kd[d] > hi[d] ? kd[d] : hi[d];
@@ -479,8 +582,7 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_h
 	h->g_hits[g] = 0;
 	h->slot_of[g] = -1;
 	memcpy(h->sum_code + (size_t)g * tier_code3_pair(t), sum_code, tier_code3_pair(t));
-	hsq_codec_decode(t->c3, sum_code, 1, h->sum_k + (size_t)g * hd);
-	hsq_codec_decode(t->c3, sum_code + t->code3, 1, h->sum_v + (size_t)g * hd);
+	tiers_decode_summary(t, h, r, pos, n, sum_code, h->sum_k + (size_t)g * hd, h->sum_v + (size_t)g * hd);
 	h->n_group = ng;
 	return HSQ_OK;
 }
@@ -493,14 +595,12 @@ hsq_status tiers_decode_working(struct hsq_tiers *t)
 		for (int hh = 0; hh < t->n_head_kv; hh++) {
 			tier_head *h = &t->layers[l].heads[hh];
 			for (int j = 0; j < h->n_l1; j++)
-				decode_token(t, r, h->l1_code + (size_t)j * tier_code4_pair(t), h->l1_pos[j],
+				decode_token(t, h, r, h->l1_code + (size_t)j * tier_code4_pair(t), h->l1_pos[j],
 					     h->l1_k + (size_t)j * hd, h->l1_v + (size_t)j * hd);
-			for (int g = 0; g < h->n_group; g++) {
-				hsq_codec_decode(t->c3, h->sum_code + (size_t)g * tier_code3_pair(t), 1,
-						 h->sum_k + (size_t)g * hd);
-				hsq_codec_decode(t->c3, h->sum_code + (size_t)g * tier_code3_pair(t) + t->code3, 1,
-						 h->sum_v + (size_t)g * hd);
-			}
+			for (int g = 0; g < h->n_group; g++)
+				tiers_decode_summary(t, h, r, h->l3_pos + h->g_start[g], h->g_start[g + 1] - h->g_start[g],
+						     h->sum_code + (size_t)g * tier_code3_pair(t), h->sum_k + (size_t)g * hd,
+						     h->sum_v + (size_t)g * hd);
 		}
 	}
 	return HSQ_OK;
@@ -510,23 +610,23 @@ hsq_status tiers_decode_working(struct hsq_tiers *t)
 
 /* Encodes token rows idx[] (K before RoPE, V; row stride `stride`) into
  * pair codes. */
-static hsq_status encode_pairs(const struct hsq_tiers *t, const float *k, const float *v,
+static hsq_status encode_pairs(const struct hsq_tiers *t, const tier_head *h, const float *k, const float *v,
 			       size_t stride, int n, const int32_t *idx, uint8_t *codes)
 {
 	hsq_status st;
 	for (int i = 0; i < n; i++)
-		if ((st = tiers_encode_token(t, k + (size_t)idx[i] * stride, v + (size_t)idx[i] * stride,
+		if ((st = tiers_encode_token(t, h, k + (size_t)idx[i] * stride, v + (size_t)idx[i] * stride,
 					     codes + (size_t)i * tier_code4_pair(t))))
 			return st;
 	return HSQ_OK;
 }
 
 /* Summary codes of a group: weighted means of its keys (after RoPE) and
- * values (weights NULL = equal). */
-static hsq_status encode_summary(const struct hsq_tiers *t, const float *k_rope, const float *v, size_t stride, int n,
-				 const int32_t *idx, const float *weights, float *tmp, uint8_t *out)
+ * values (weights NULL = equal); idx[] are the tokens' positions. */
+static hsq_status encode_summary(const struct hsq_tiers *t, const tier_head *h, const rope_table *r,
+				 const float *k_rope, const float *v, size_t stride, int n, const int32_t *idx,
+				 const float *weights, float *tmp, uint8_t *out)
 {
-	hsq_status st;
 	int hd = t->head_dim;
 	float *mk = tmp, *mv = tmp + hd;
 	double wsum = 0.0;
@@ -544,9 +644,7 @@ static hsq_status encode_summary(const struct hsq_tiers *t, const float *k_rope,
 		mk[d] *= inv;
 		mv[d] *= inv;
 	}
-	if ((st = hsq_codec_encode(t->c3, mk, 1, out)) || (st = hsq_codec_encode(t->c3, mv, 1, out + t->code3)))
-		return st;
-	return HSQ_OK;
+	return tiers_encode_summary(t, h, r, idx, n, mk, mv, out);
 }
 
 /* Reader score of every position 0..n-1 for KV head g of a layer, and
@@ -722,6 +820,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 		for (int i = 0; i < n; i++)
 			for (int g = 0; g < H; g++)
 				tiers_rope_rows(t, R, k_pre + (size_t)i * kvw + (size_t)g * hd, &all_pos[i], 1, -1);
+		tiers_set_centres(t, l, k_pre, v, kvw, L->window && n > L->window ? n - L->window : 0, n, p->sinks);
 
 		for (int g = 0; g < H; g++) {
 			tier_head *h = &L->heads[g];
@@ -730,7 +829,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 				int first = n > L->window ? n - L->window : 0, m = n - first;
 				for (int i = 0; i < m; i++)
 					idx[i] = first + i;
-				if ((st = encode_pairs(t, kg, vg, kvw, m, idx, codes)) ||
+				if ((st = encode_pairs(t, h, kg, vg, kvw, m, idx, codes)) ||
 				    (st = tiers_head_add_l1(t, l, h, m, idx, codes)))
 					goto done;
 				continue;
@@ -773,7 +872,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 				else
 					rest[m++] = i;
 			}
-			if ((st = encode_pairs(t, kg, vg, kvw, n1, idx, codes)) ||
+			if ((st = encode_pairs(t, h, kg, vg, kvw, n1, idx, codes)) ||
 			    (st = tiers_head_add_l1(t, l, h, n1, idx, codes)))
 				goto done;
 			if (t->mode != HSQ_MODE_HSQ || m == 0)
@@ -803,8 +902,8 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 					int s0 = parts == 2 ? b0 + part * (gs / 2) : b0;
 					int sn = parts == 2 ? (part ? bn - gs / 2 : gs / 2) : bn;
 					const int32_t *gi = rest + s0;
-					if ((st = encode_pairs(t, kg, vg, kvw, sn, gi, codes)) ||
-					    (st = encode_summary(t, k_rope + (size_t)g * hd, vg, kvw, sn, gi, weights, tmp,
+					if ((st = encode_pairs(t, h, kg, vg, kvw, sn, gi, codes)) ||
+					    (st = encode_summary(t, h, R, k_rope + (size_t)g * hd, vg, kvw, sn, gi, weights, tmp,
 								 sum)) ||
 					    (st = tiers_head_add_group(t, R, h, sn, gi, codes, sum,
 								       parts == 2 ? HSQ_GROUP_MEDIUM : HSQ_GROUP_LOW)))

@@ -51,6 +51,10 @@ typedef struct tier_head {
 				* section router.heads, 0 when absent) */
 	uint8_t retrieval;     /* 1: one of the retrieval heads, which fetch every
 				* group whenever the budget is not 0 */
+	float *centre;         /* [2][head_dim] centre of the head's K (before RoPE)
+				* and V: an L1/L3 code flagged TIER_CODE_CENTRED
+				* holds its vector minus the centre (zeros when the
+				* snapshot has no section centres) */
 
 	int n_l3, cap_l3;
 	int32_t *l3_pos;       /* [n_l3] positions; ascending within a group */
@@ -135,10 +139,14 @@ static inline size_t tier_code3_pair(const struct hsq_tiers *t) { return 2 * t->
 static inline size_t tier_bound_bytes(int head_dim) { return 8 + 2 * (size_t)head_dim; }
 
 /* Encoded bytes of the tiers as hsq_tier_stats counts them: codes plus an
- * int32 position per token (L1, L3); codes, router bounds (bound bytes),
+ * int32 position per token and the head's centres (L1), codes plus an int32
+ * position per token (L3); codes, router bounds (bound bytes),
  * an int32 group start and a class byte per group (L2). pair4/pair3:
  * bytes of one token's or one summary's K and V codes. */
 static inline uint64_t tier_l1_bytes(uint64_t n_l1, size_t pair4) { return n_l1 * (pair4 + 4); }
+/* The f32 key and value centres of one head, which decoding L1 needs
+ * beside it (counted in L1). */
+static inline uint64_t tier_centre_bytes(int head_dim) { return 8 * (uint64_t)head_dim; }
 static inline uint64_t tier_l2_bytes(uint64_t n_group, size_t pair3, size_t bound)
 {
 	return n_group * (pair3 + bound + 4 + 1);
@@ -163,12 +171,39 @@ hsq_status tiers_rope_reserve(struct hsq_tiers *t, int n_pos);
  * back from it (sign -1), with table r. */
 void tiers_rope_rows(const struct hsq_tiers *t, const rope_table *r, float *x, const int32_t *pos, int n, int sign);
 
-/* Codes of one token from K before RoPE and V, and back (K
- * still before RoPE). Centring K and V per head before encoding was
- * measured and made perplexity worse (docs/tiers.md), so codes hold the
- * vectors as they are. */
-hsq_status tiers_encode_token(const struct hsq_tiers *t, const float *k_pre, const float *v, uint8_t *code);
-void tiers_decode_token(const struct hsq_tiers *t, const uint8_t *code, float *k_pre, float *v);
+/* Bit 7 of byte 1 of an L1/L3 code, the sign bit of its fp16 norm (a norm
+ * is never negative): the code holds the vector minus its head's centre
+ * (tier_head.centre). */
+#define TIER_CODE_CENTRED 0x80u
+
+/* Codes of one token of head h from K before RoPE and V, and back (K
+ * still before RoPE). Each vector is coded minus the head's centre when
+ * that is the shorter of the two, else as it is: the mean key of a head
+ * carries most of its keys' energy, but the attention sinks point
+ * elsewhere, and centring them would enlarge the errors on the tokens
+ * attention weighs most (docs/tiers.md). */
+hsq_status tiers_encode_token(const struct hsq_tiers *t, const tier_head *h, const float *k_pre, const float *v,
+			      uint8_t *code);
+void tiers_decode_token(const struct hsq_tiers *t, const tier_head *h, const uint8_t *code, float *k_pre, float *v);
+
+/* Summary codes (L2) of a group of head h at positions pos[n] from its
+ * key summary (after RoPE) and value summary, and back: each coded minus
+ * the group's centre when that is shorter (flag TIER_CODE_CENTRED), the
+ * group's centre being the mean of the head's key centre rotated to each
+ * position (keys) and the value centre (values). r: the layer's RoPE
+ * table. */
+hsq_status tiers_encode_summary(const struct hsq_tiers *t, const tier_head *h, const rope_table *r,
+				const int32_t *pos, int n, const float *k_sum, const float *v_sum, uint8_t *code);
+void tiers_decode_summary(const struct hsq_tiers *t, const tier_head *h, const rope_table *r, const int32_t *pos,
+			  int n, const uint8_t *code, float *k_sum, float *v_sum);
+
+/* Sets the centres of every head of layer `layer` from its n tokens' K
+ * (before RoPE) and V (rows of stride floats, head g at g * head_dim): the
+ * mean over positions from `first` on, leaving out the first `sinks` when
+ * others remain. A centre that a 4-bit code's fp16 norm could not follow
+ * (a coordinate beyond 65504) is left at zero. */
+void tiers_set_centres(struct hsq_tiers *t, int layer, const float *k_pre, const float *v, size_t stride, int first,
+		       int n, int sinks);
 
 /* The rule that picks retrieval heads, over n heads in layer-major order:
  * marks in picked[n] (0/1) the `want` eligible heads with the highest score

@@ -227,7 +227,7 @@ static void attend_task(void *arg, int task, int thread)
 				n_decoded += size;
 			}
 			for (int i = 0; i < size; i++) {
-				tiers_decode_token(t, h->l3_code + (size_t)(first + i) * tier_code4_pair(t), dk + (size_t)i * hd,
+				tiers_decode_token(t, h, h->l3_code + (size_t)(first + i) * tier_code4_pair(t), dk + (size_t)i * hd,
 						   dv + (size_t)i * hd);
 				tiers_rope_rows(t, R, dk + (size_t)i * hd, &h->l3_pos[first + i], 1, +1);
 			}
@@ -492,10 +492,10 @@ static hsq_status encode_tail(const struct hsq_tiers *t, const tier_layer *L, in
 		}
 		memcpy(kbuf, kr, (size_t)hd * sizeof *kbuf);
 		tiers_rope_rows(t, &t->rope[L->rope_table], kbuf, &L->tail_pos[i], 1, -1);
-		if ((st = tiers_encode_token(t, kbuf, vr, codes + (size_t)i * tier_code4_pair(t))))
+		if ((st = tiers_encode_token(t, &L->heads[g], kbuf, vr, codes + (size_t)i * tier_code4_pair(t))))
 			return st;
 	}
-	if (sum && ((st = hsq_codec_encode(t->c3, mk, 1, sum)) || (st = hsq_codec_encode(t->c3, mv, 1, sum + t->code3))))
+	if (sum && (st = tiers_encode_summary(t, &L->heads[g], &t->rope[L->rope_table], L->tail_pos, m, mk, mv, sum)))
 		return st;
 	return HSQ_OK;
 }

@@ -1,8 +1,9 @@
 /* tiers_io.c - the tier sections of a snapshot (hsq-snapshot(5), format
- * 1.1): "tiers" (configuration), "l1", "l2" (contiguous, 64-byte aligned
+ * 1.3): "tiers" (configuration), "l1", "l2" (contiguous, 64-byte aligned
  * arrays a device backend loads with one copy each), "l3.index" and "l3"
  * (one zstd frame per layer and KV head, each with its own CRC32C, so one
- * head's archive can be read without the rest).
+ * head's archive can be read without the rest), "router.heads" (1.2) and
+ * "centres" (1.3).
  *
  * Readers treat every byte as hostile: counts, offsets, positions, group
  * bounds and code norms are all checked before anything is used. */
@@ -20,7 +21,8 @@
 
 static uint64_t align64(uint64_t v) { return (v + 63) & ~(uint64_t)63; }
 
-const char *const tier_section_names[TIER_N_SECTIONS] = { "tiers", "l1", "l2", "l3.index", "l3", "router.heads" };
+const char *const tier_section_names[TIER_N_SECTIONS] = { "tiers", "l1", "l2", "l3.index", "l3", "router.heads",
+								    "centres" };
 
 void tier_blobs_free(tier_blob *b)
 {
@@ -157,14 +159,26 @@ hsq_status tiers_serialize(const struct hsq_tiers *t, int zstd_level, tier_blob 
 
 	/* router.heads: hsq mode only */
 	if (t->mode == HSQ_MODE_HSQ) {
-		b[5].size = tier_heads_bytes(n_heads);
-		if (!(b[5].data = calloc(1, b[5].size)))
+		b[TIER_S_HEADS].size = tier_heads_bytes(n_heads);
+		if (!(b[TIER_S_HEADS].data = calloc(1, b[TIER_S_HEADS].size)))
 			goto nomem;
-		put_u32(b[5].data, (uint32_t)L);
-		put_u32(b[5].data + 4, (uint32_t)H);
+		put_u32(b[TIER_S_HEADS].data, (uint32_t)L);
+		put_u32(b[TIER_S_HEADS].data + 4, (uint32_t)H);
 		for (int i = 0; i < n_heads; i++)
-			put_f32(b[5].data + TIER_HEADS_HEADER + 4 * (size_t)i, t->layers[i / H].heads[i % H].induction);
+			put_f32(b[TIER_S_HEADS].data + TIER_HEADS_HEADER + 4 * (size_t)i, t->layers[i / H].heads[i % H].induction);
 	}
+	/* centres: every tiered mode */
+	b[TIER_S_CENTRES].size = tier_centres_bytes(n_heads, t->head_dim);
+	if (!(b[TIER_S_CENTRES].data = calloc(1, b[TIER_S_CENTRES].size)))
+		goto nomem;
+	uint8_t *cc = b[TIER_S_CENTRES].data;
+	put_u32(cc, (uint32_t)L);
+	put_u32(cc + 4, (uint32_t)H);
+	put_u32(cc + 8, (uint32_t)t->head_dim);
+	for (int i = 0; i < n_heads; i++)
+		for (int d = 0; d < 2 * t->head_dim; d++)
+			put_f32(cc + TIER_CENTRES_HEADER + 4 * ((size_t)i * 2 * t->head_dim + d),
+				t->layers[i / H].heads[i % H].centre[d]);
 	goto fail; /* success: only the scratch goes */
 nomem:
 	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory writing the tiers");
@@ -224,6 +238,27 @@ hsq_status tier_heads_read(const char *path, const tier_blob *blob, int n_layer,
 					path, i / n_head_kv, i % n_head_kv, (double)v);
 		induction[i] = v;
 	}
+	return HSQ_OK;
+}
+
+/* Reads section centres (absent: every centre stays 0) into the heads. */
+static hsq_status centres_read(struct hsq_tiers *t, const char *path, const tier_blob *blob)
+{
+	int H = t->n_head_kv, hd = t->head_dim, n_heads = t->n_layer * H;
+	if (!blob->size)
+		return HSQ_OK; /* format 1.1 or 1.2 */
+	if (blob->size < tier_centres_bytes(n_heads, hd) || get_u32(blob->data) != (uint32_t)t->n_layer ||
+	    get_u32(blob->data + 4) != (uint32_t)H || get_u32(blob->data + 8) != (uint32_t)hd)
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'centres' (%llu bytes) does not describe %d layers x %d heads x %d; the file is damaged",
+				path, (unsigned long long)blob->size, t->n_layer, H, hd);
+	for (int i = 0; i < n_heads; i++)
+		for (int d = 0; d < 2 * hd; d++) {
+			float v = get_f32(blob->data + TIER_CENTRES_HEADER + 4 * ((size_t)i * 2 * hd + d));
+			if (!(fabsf(v) <= 65504.0f))
+				return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'centres' gives layer %d head %d the %s centre %g in channel %d, not a finite value within 65504; the file is damaged",
+						path, i / H, i % H, d < hd ? "key" : "value", (double)v, d % hd);
+			t->layers[i / H].heads[i % H].centre[d] = v;
+		}
 	return HSQ_OK;
 }
 
@@ -293,7 +328,7 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 	if (get_u32(b[0].data + TC_CODE4) != t->code4 || get_u32(b[0].data + TC_CODE3) != t->code3)
 		return hsq_fail(HSQ_ERR_FORMAT, "%s: code sizes %u/%u in section 'tiers' disagree with the codec (%zu/%zu); the file is damaged",
 				path, get_u32(b[0].data + TC_CODE4), get_u32(b[0].data + TC_CODE3), t->code4, t->code3);
-	if ((st = tier_tables_check(path, b, n_heads)))
+	if ((st = tier_tables_check(path, b, n_heads)) || (st = centres_read(t, path, &b[TIER_S_CENTRES])))
 		return st;
 	if (!(dctx = ZSTD_createDCtx()))
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory reading %s", path);
@@ -405,7 +440,7 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 	float *ind = malloc((size_t)n_heads * sizeof *ind);
 	if (!ind)
 		goto nomem;
-	if (!(st = tier_heads_read(path, &b[5], L, H, ind)))
+	if (!(st = tier_heads_read(path, &b[TIER_S_HEADS], L, H, ind)))
 		for (int i = 0; i < n_heads; i++)
 			t->layers[i / H].heads[i % H].induction = ind[i];
 	free(ind);

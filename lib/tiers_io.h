@@ -1,5 +1,5 @@
 /* tiers_io.h - tier sections of a snapshot (internal); the normative
- * layout is hsq-snapshot(5), format 1.2. */
+ * layout is hsq-snapshot(5), format 1.3. */
 #ifndef HSQ_TIERS_IO_H
 #define HSQ_TIERS_IO_H
 
@@ -9,8 +9,14 @@
 
 struct hsq_tiers;
 
-#define TIER_N_SECTIONS 6  /* tiers, l1, l2, l3.index, l3, router.heads */
-#define TIER_N_REQUIRED 5  /* the first five; router.heads (1.2) is optional */
+#define TIER_N_SECTIONS 7  /* tiers, l1, l2, l3.index, l3, router.heads, centres */
+#define TIER_N_REQUIRED 5  /* the first five; a reader also takes files without
+			    * router.heads (1.2) or centres (1.3) */
+#define TIER_S_HEADS 5
+#define TIER_S_CENTRES 6
+/* Whether the writer sets the required bit of section i: centres changes
+ * what codes mean, so a reader that does not know it must refuse. */
+static inline int tier_section_required_bit(int i) { return i < TIER_N_REQUIRED || i == TIER_S_CENTRES; }
 extern const char *const tier_section_names[TIER_N_SECTIONS];
 
 typedef struct tier_blob {
@@ -70,6 +76,15 @@ static inline uint64_t tier_heads_bytes(int n_heads) { return TIER_HEADS_HEADER 
 /* Reads router.heads (blob of size bytes; size 0 = absent: all 0) into
  * induction[n_layer * n_head_kv], checking shape and values. */
 hsq_status tier_heads_read(const char *path, const tier_blob *blob, int n_layer, int n_head_kv, float *induction);
+
+/* Section "centres" (format 1.3, every tiered mode): u32 n_layer, u32
+ * n_head_kv, u32 head_dim, u32 0, then f32 [n_layer][n_head_kv][2][head_dim]
+ * (key centre before RoPE, then value centre), each finite, |x| <= 65504. */
+#define TIER_CENTRES_HEADER 16
+static inline uint64_t tier_centres_bytes(int n_heads, int head_dim)
+{
+	return TIER_CENTRES_HEADER + 8 * (uint64_t)n_heads * (uint64_t)head_dim;
+}
 
 /* Builds the sections (blobs[i] named tier_section_names[i]); an optional
  * section the mode has no use for is left empty (size 0, not written). */

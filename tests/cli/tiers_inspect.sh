@@ -52,7 +52,7 @@ bad=$(grep -v '^#' "$T" | grep -Evc "^[0-9]+$TAB[0-9]+$TAB[0-9]+$TAB([0-9]+(,[0-
 # --- the tier report
 run "$I" "$S"; expect "inspect of an hsq snapshot succeeds" 0 ""
 [ -z "$err" ] && ok "inspect is quiet on stderr" || fail "stderr: $err"
-expect_out "shows the format version" "hsq snapshot 1\.2"
+expect_out "shows the format version" "hsq snapshot 1\.3"
 expect_out "shows the mode" "mode: +hsq"
 expect_out "shows the reader and compressor" "tiers: +reader obs-attention, compressor obs-weighted"
 expect_out "shows the tier parameters" "params: +sinks 4, window 64, l1-fraction 0\.03, group-size 16, medium-fraction 0\.25"
@@ -69,7 +69,7 @@ run "$I" --heads "$S"; expect "--heads succeeds" 0 ""
 rows=$(printf '%s\n' "$out" | grep -Ec '^  [0-9]+\.[0-9]+ ')
 [ "$rows" -eq 90 ] && ok "--heads prints one row per layer and head" || fail "--heads printed $rows rows"
 run "$I" --verify "$S"; expect "--verify of a good hsq snapshot exits 0" 0 ""
-[ "$(printf '%s\n' "$out" | grep -cE ' ok$')" -eq 8 ] && ok "--verify marks the 8 sections ok" || fail "--verify output: $out"
+[ "$(printf '%s\n' "$out" | grep -cE ' ok$')" -eq 9 ] && ok "--verify marks the 9 sections ok" || fail "--verify output: $out"
 
 run "$I" --json --verify "$S"; expect "--json --verify exits 0" 0 ""
 printf '%s' "$out" > "$TMP/tiers.json"
@@ -78,8 +78,8 @@ if [ "$have_py" -eq 1 ]; then
 	if python3 - "$TMP/tiers.json" "$size" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
-assert j["mode"] == "hsq" and j["version"] == "1.2" and j["verified"] is True, j["mode"]
-assert [s["name"] for s in j["sections"]] == ["meta", "tokens", "tiers", "l1", "l2", "l3.index", "l3", "router.heads"]
+assert j["mode"] == "hsq" and j["version"] == "1.3" and j["verified"] is True, j["mode"]
+assert [s["name"] for s in j["sections"]] == ["meta", "tokens", "tiers", "l1", "l2", "l3.index", "l3", "router.heads", "centres"]
 assert all(s["checksum"] == "ok" for s in j["sections"])
 t = j["tiers"]
 assert t["mode"] == "hsq" and t["reader"] == "obs-attention" and t["compressor"] == "obs-weighted"

@@ -75,7 +75,7 @@ Test(tier_bounds, contain_every_key_and_stay_tight)
 					mx[d] = -INFINITY;
 				}
 				for (int i = h->g_start[c]; i < h->g_start[c + 1]; i++) {
-					tiers_decode_token(t, h->l3_code + (size_t)i * tier_code4_pair(t), k, v);
+					tiers_decode_token(t, h, h->l3_code + (size_t)i * tier_code4_pair(t), k, v);
 					tiers_rope_rows(t, r, k, &h->l3_pos[i], 1, +1);
 					for (int d = 0; d < hd; d++) {
 						cr_assert(k[d] >= lo[d] && k[d] <= hi[d],

@@ -251,7 +251,7 @@ Test(tier_retrieval, snapshots_keep_the_scores)
 
 	size_t size;
 	uint8_t *file = read_file(snap_path, &size), *bad = malloc(size);
-	cr_assert_eq(get_u16(file + SNAP_H_VERSION_MINOR), 2);
+	cr_assert_eq(get_u16(file + SNAP_H_VERSION_MINOR), 3);
 	uint8_t *e = snap_image_entry(file, "router.heads");
 	cr_assert_not_null(e, "an hsq snapshot has a router.heads section");
 	cr_assert_eq(get_u32(e + SNAP_E_FLAGS) & SNAP_SECTION_REQUIRED, 0, "router.heads is optional");

@@ -1,15 +1,56 @@
 /* snapshot_image.h - editing a snapshot's bytes in tests, as a buggy or
- * malicious writer would: find a section's table entry, recompute the
- * header CRC after an edit. */
+ * malicious writer would: read a file, find a section's table entry,
+ * recompute the header CRC after an edit, load the edited bytes. */
 #ifndef HSQ_TEST_SNAPSHOT_IMAGE_H
 #define HSQ_TEST_SNAPSHOT_IMAGE_H
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "crc32c.h"
+#include "hsq.h"
 #include "le.h"
 #include "snapshot_format.h"
+
+/* The bytes of file `path` (malloc'ed) and their count, or NULL. */
+static inline uint8_t *snap_image_read(const char *path, size_t *size)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *b = NULL;
+	long n;
+	if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (b = malloc((size_t)n + 1)) && fread(b, 1, (size_t)n, f) == (size_t)n) {
+		*size = (size_t)n;
+	} else {
+		free(b);
+		b = NULL;
+	}
+	if (f)
+		fclose(f);
+	return b;
+}
+
+/* Writes image b to `path`, loads it as a snapshot and removes the file;
+ * the loader's status (HSQ_ERR_IO when the file cannot be written). */
+static inline hsq_status snap_image_load(const hsq_model *model, const uint8_t *b, size_t size, const char *path,
+					 const hsq_context_params *cp, hsq_context **out)
+{
+	*out = NULL;
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		return HSQ_ERR_IO;
+	int ok = fwrite(b, 1, size, f) == size;
+	if (fclose(f) != 0 || !ok) {
+		unlink(path);
+		return HSQ_ERR_IO;
+	}
+	hsq_status st = hsq_snapshot_load(model, path, cp, out);
+	unlink(path);
+	return st;
+}
 
 /* Table entry of section `name` in image f, or NULL. */
 static inline uint8_t *snap_image_entry(uint8_t *f, const char *name)

@@ -274,32 +274,12 @@ Test(tier_centres, key_summaries_centre_on_their_group_positions)
 	cr_assert_gt(n_flagged, n_groups / 2, "most key summaries are centred (%d of %d)", n_flagged, n_groups);
 }
 
-static uint8_t *read_file(const char *path, size_t *size)
-{
-	FILE *f = fopen(path, "rb");
-	cr_assert_not_null(f);
-	fseek(f, 0, SEEK_END);
-	*size = (size_t)ftell(f);
-	fseek(f, 0, SEEK_SET);
-	uint8_t *b = malloc(*size);
-	cr_assert_eq(fread(b, 1, *size, f), *size);
-	fclose(f);
-	return b;
-}
-
 static hsq_status load_bytes(const uint8_t *b, size_t size, hsq_context **out)
 {
 	char path[80];
 	snprintf(path, sizeof path, "%s.mod", snap_path);
-	FILE *f = fopen(path, "wb");
-	cr_assert_not_null(f);
-	cr_assert_eq(fwrite(b, 1, size, f), size);
-	fclose(f);
 	hsq_context_params cp = params();
-	*out = NULL;
-	hsq_status st = hsq_snapshot_load(model, path, &cp, out);
-	unlink(path);
-	return st;
+	return snap_image_load(model, b, size, path, &cp, out);
 }
 
 /* Every centre and decoded L1 and L2 row of a equals b's, bit for bit. */
@@ -341,7 +321,8 @@ Test(tier_centres, snapshots_keep_the_centres)
 	hsq_context_free(back);
 
 	size_t size;
-	uint8_t *file = read_file(snap_path, &size), *bad = malloc(size);
+	uint8_t *file = snap_image_read(snap_path, &size), *bad = file ? malloc(size) : NULL;
+	cr_assert_not_null(bad, "%s: cannot read", snap_path);
 	cr_assert_eq(get_u16(file + SNAP_H_VERSION_MINOR), 3);
 	uint8_t *e = snap_image_entry(file, "centres");
 	cr_assert_not_null(e, "a tiered snapshot has a centres section");

@@ -193,32 +193,12 @@ Test(tier_retrieval, retrieval_heads_fetch_every_group_unless_budget_zero)
 	free(logits);
 }
 
-static uint8_t *read_file(const char *path, size_t *size)
-{
-	FILE *f = fopen(path, "rb");
-	cr_assert_not_null(f);
-	fseek(f, 0, SEEK_END);
-	*size = (size_t)ftell(f);
-	fseek(f, 0, SEEK_SET);
-	uint8_t *b = malloc(*size);
-	cr_assert_eq(fread(b, 1, *size, f), *size);
-	fclose(f);
-	return b;
-}
-
 static hsq_status load_bytes(const uint8_t *b, size_t size, hsq_context **out)
 {
 	char path[80];
 	snprintf(path, sizeof path, "%s.mod", snap_path);
-	FILE *f = fopen(path, "wb");
-	cr_assert_not_null(f);
-	cr_assert_eq(fwrite(b, 1, size, f), size);
-	fclose(f);
 	hsq_context_params cp = params();
-	*out = NULL;
-	hsq_status st = hsq_snapshot_load(model, path, &cp, out);
-	unlink(path);
-	return st;
+	return snap_image_load(model, b, size, path, &cp, out);
 }
 
 Test(tier_retrieval, snapshots_keep_the_scores)
@@ -250,7 +230,8 @@ Test(tier_retrieval, snapshots_keep_the_scores)
 	hsq_tier_map_free(map);
 
 	size_t size;
-	uint8_t *file = read_file(snap_path, &size), *bad = malloc(size);
+	uint8_t *file = snap_image_read(snap_path, &size), *bad = file ? malloc(size) : NULL;
+	cr_assert_not_null(bad, "%s: cannot read", snap_path);
 	cr_assert_eq(get_u16(file + SNAP_H_VERSION_MINOR), 3);
 	uint8_t *e = snap_image_entry(file, "router.heads");
 	cr_assert_not_null(e, "an hsq snapshot has a router.heads section");

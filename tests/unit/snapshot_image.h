@@ -74,4 +74,19 @@ static inline void snap_image_reseal_header(uint8_t *f)
 	put_u32(f + SNAP_H_CRC, crc32c_update(c, f + to, (size_t)ns * es));
 }
 
+/* Writes the u32 value at byte off of section `name` in image f, then
+ * re-computes the section's CRC and the header's, as a writer would have;
+ * 0 when the section is absent or too short. */
+static inline int snap_image_put_u32(uint8_t *f, const char *name, uint64_t off, uint32_t value)
+{
+	uint8_t *e = snap_image_entry(f, name);
+	if (!e || off + 4 > get_u64(e + SNAP_E_STORED))
+		return 0;
+	uint8_t *sec = f + get_u64(e + SNAP_E_OFFSET);
+	put_u32(sec + off, value);
+	put_u32(e + SNAP_E_CRC, crc32c_update(0, sec, (size_t)get_u64(e + SNAP_E_STORED)));
+	snap_image_reseal_header(f);
+	return 1;
+}
+
 #endif

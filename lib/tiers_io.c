@@ -165,7 +165,8 @@ hsq_status tiers_serialize(const struct hsq_tiers *t, int zstd_level, tier_blob 
 		put_u32(b[TIER_S_HEADS].data, (uint32_t)L);
 		put_u32(b[TIER_S_HEADS].data + 4, (uint32_t)H);
 		for (int i = 0; i < n_heads; i++)
-			put_f32(b[TIER_S_HEADS].data + TIER_HEADS_HEADER + 4 * (size_t)i, t->layers[i / H].heads[i % H].induction);
+			put_f32(b[TIER_S_HEADS].data + TIER_HEADS_HEADER + 4 * (size_t)i,
+				t->layers[i / H].heads[i % H].induction);
 	}
 	/* centres: every tiered mode */
 	b[TIER_S_CENTRES].size = tier_centres_bytes(n_heads, t->head_dim);

@@ -7,7 +7,9 @@
  * others spread over the remaining depths), inside a chat user turn that
  * ends with the question, as hsq-prefill --chat and hsq-decode --chat
  * would build it. Every method answers greedily from the same tokens; a
- * trial succeeds when the answer contains the number. */
+ * trial succeeds when the answer contains the number. Each method also
+ * scores the number teacher-forced (answer_logp): a continuous, paired
+ * measure that moves before a greedy answer flips. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "eval.h"
 
 #define N_ANSWER 24   /* greedy answer tokens */
+#define LOGP_RESAMPLES 10000 /* bootstrap of the paired log-probability difference */
 #define MIN_HAYSTACK 64
 #define MAX_KEYS 16
 
@@ -82,6 +85,7 @@ typedef struct needle_run {
 	char *close;
 	int8_t *ok;      /* [cell index][method], -1 until known */
 	double *fast;    /* [cell index][method] */
+	double *logp;    /* [cell index][method], nats; NaN when the log has none */
 	size_t n_trials; /* lengths x depths x trials */
 } needle_run;
 
@@ -263,6 +267,48 @@ static int answer(needle_run *N, const trial *T, hsq_snapshot_mode mode, int len
 	return strstr(out, num) != NULL;
 }
 
+/* The answer "The special magic number for CITY is NNNNNNN" as tokens,
+ * and *from, the first token of the number (where the tokens of the text
+ * before it stop matching). */
+static hsq_token *reference_answer(const needle_run *N, const trial *T, size_t *n, size_t *from)
+{
+	char pre[128], ref[160];
+	snprintf(pre, sizeof pre, "The special magic number for %s is", cities[T->city[0]]);
+	snprintf(ref, sizeof ref, "%s %u", pre, T->number[0]);
+	size_t np;
+	hsq_token *p = tokens_of(N, pre, 0, &np), *a = tokens_of(N, ref, 0, n);
+	for (*from = 0; *from < np && *from < *n && p[*from] == a[*from];)
+		++*from;
+	hsq_free(p);
+	return a;
+}
+
+/* log P(the asked number | question, "The special magic number for CITY
+ * is") under one method, in nats: the sum over the number's tokens. */
+static double answer_logp(needle_run *N, const trial *T, hsq_snapshot_mode mode, int length)
+{
+	eval_runner *R = &N->R;
+	size_t n, from;
+	hsq_token *a = reference_answer(N, T, &n, &from);
+	if (from >= n || n > N_ANSWER) /* the prompt reserves N_ANSWER tokens */
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "the reference answer for %s takes %zu tokens (%zu before the "
+							 "number); this tokenizer needs a longer N_ANSWER",
+			cities[T->city[0]], n, from);
+	hsq_context *ctx = eval_open(R, mode, T->prompt + T->n_context - R->n_obs, length, NULL);
+	eval_eval(R, ctx, T->prompt + T->n_context, T->n_prompt - T->n_context, R->logits, 0);
+	if (from)
+		eval_eval(R, ctx, a, from, R->logits, 0);
+	double lp = 0;
+	for (size_t i = from; i < n; i++) {
+		lp -= eval_nll(R->logits, R->mi.n_vocab, a[i]);
+		if (i + 1 < n)
+			eval_eval(R, ctx, &a[i], 1, R->logits, 0);
+	}
+	hsq_context_free(ctx);
+	hsq_free(a);
+	return lp;
+}
+
 static void run_trial(needle_run *N, eval_log *L, int li, int di, int t)
 {
 	const needle_opts *o = N->o;
@@ -286,8 +332,11 @@ static void run_trial(needle_run *N, eval_log *L, int li, int di, int t)
 		char ans[256];
 		uint64_t fast;
 		int ok = answer(N, &T, o->c.methods[m], length, ans, sizeof ans, &fast);
-		sb_printf(&r, "%s\"%s\":{\"ok\":%s,\"fast_bytes\":%llu,\"answer\":", m ? "," : "",
+		double lp = answer_logp(N, &T, o->c.methods[m], length);
+		sb_printf(&r, "%s\"%s\":{\"ok\":%s,\"fast_bytes\":%llu,\"logp\":", m ? "," : "",
 			  hsq_mode_name(o->c.methods[m]), ok ? "true" : "false", (unsigned long long)fast);
+		sb_jnum6(&r, lp);
+		sb_printf(&r, ",\"answer\":");
 		sb_jstr(&r, ans);
 		sb_putc(&r, '}');
 		sb_printf(&line, " %s %s", hsq_mode_name(o->c.methods[m]), ok ? "ok" : "miss");
@@ -309,6 +358,20 @@ static int find_int(const int *v, int n, long x)
 		if (v[i] == x)
 			return i;
 	return -1;
+}
+
+/* "logp", a log-probability (at most 0), or absent: logs written before
+ * hsq-eval scored the answer hold none. */
+static int logp_member(const json_value *r, char *err, size_t cap)
+{
+	const json_value *v = json_get(r, "logp");
+	if (!v)
+		return 1;
+	if (v->type != JSON_NUMBER || !isfinite(v->number) || v->number > 1e-6) {
+		snprintf(err, cap, "'logp' is not a log-probability (a number at most 0)");
+		return 0;
+	}
+	return 1;
 }
 
 /* A trial record: in the grid, with a result for every method. */
@@ -337,7 +400,7 @@ static int check_record(const json_value *rec, void *user, char *err, size_t cap
 		const char *name = hsq_mode_name(o->c.methods[m]);
 		const json_value *r = json_obj_member(ms, name, err, cap);
 		if (!r || !json_bool_member(r, "ok", &ok, err, cap) ||
-		    !json_int_member(r, "fast_bytes", 0, 1L << 52, &fast, err, cap)) {
+		    !json_int_member(r, "fast_bytes", 0, 1L << 52, &fast, err, cap) || !logp_member(r, err, cap)) {
 			size_t l = strlen(err);
 			snprintf(err + l, cap - l, " (method %s)", name);
 			return 0;
@@ -371,6 +434,8 @@ static void collect(needle_run *N, const eval_log *L)
 			const json_value *r = json_get(ms, hsq_mode_name(o->c.methods[m]));
 			N->ok[k * M + m] = (int8_t)json_get(r, "ok")->boolean;
 			N->fast[k * M + m] = json_get(r, "fast_bytes")->number;
+			const json_value *lp = json_get(r, "logp");
+			N->logp[k * M + m] = lp ? lp->number : NAN;
 		}
 	}
 }
@@ -384,6 +449,10 @@ typedef struct cell_sum {
 	double mcnemar_p;
 	hsq_tost_result tost;
 	double fast;        /* mean fast-tier bytes */
+	int n_lp;           /* trials whose log holds the answer's log-probability */
+	double lp_mean;     /* mean log-probability of the asked number, nats */
+	hsq_boot_result lp_diff; /* vs full: mean paired difference, 95% bootstrap
+				  * interval (NaN with fewer than 2 pairs) */
 } cell_sum;
 
 typedef struct summary {
@@ -418,6 +487,49 @@ static void add_trial(cell_sum *s, int full, int ok, double fast)
 	s->fast += fast;
 }
 
+/* The answer log-probabilities of one row (a cell, or every cell for the
+ * pooled row): the mean per method, and against full the paired mean
+ * difference with its bootstrap interval, over the trials that have both. */
+static void logp_row(const needle_run *N, summary *S, int row, double *x, double *y)
+{
+	const needle_opts *o = N->o;
+	const int M = o->c.n_methods, pooled = row == S->rows - 1;
+	const size_t first = pooled ? 0 : (size_t)row * (size_t)o->trials;
+	const size_t end = pooled ? N->n_trials : first + (size_t)o->trials;
+	for (int m = 0; m < M; m++) {
+		cell_sum *s = &S->cells[row * M + m];
+		size_t n = 0;
+		double sum = 0;
+		for (size_t k = first; k < end; k++) {
+			double v = N->logp[k * M + m], full = N->logp[k * M];
+			if (N->ok[k * M] < 0 || !isfinite(v))
+				continue;
+			sum += v;
+			s->n_lp++;
+			if (isfinite(full)) {
+				x[n] = v;
+				y[n++] = full;
+			}
+		}
+		s->lp_mean = s->n_lp ? sum / s->n_lp : NAN;
+		s->lp_diff = (hsq_boot_result){ NAN, NAN, NAN };
+		if (m && n >= 2 &&
+		    hsq_paired_bootstrap(x, y, n, HSQ_BOOT_MEAN_DIFF, LOGP_RESAMPLES, EVAL_ALPHA, o->seed, &s->lp_diff))
+			eval_die_status(HSQ_ERR_INTERNAL, "bootstrap of the answer log-probability");
+	}
+}
+
+static void logp_stats(const needle_run *N, summary *S)
+{
+	double *x = malloc(N->n_trials * sizeof *x), *y = malloc(N->n_trials * sizeof *y);
+	if (!x || !y)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+	for (int row = 0; row < S->rows; row++)
+		logp_row(N, S, row, x, y);
+	free(x);
+	free(y);
+}
+
 static void summarize(const needle_run *N, summary *S)
 {
 	const needle_opts *o = N->o;
@@ -440,6 +552,7 @@ static void summarize(const needle_run *N, summary *S)
 		}
 	for (int i = 0; i < S->rows * M; i++)
 		stats_of(o, &S->cells[i], i % M);
+	logp_stats(N, S);
 }
 
 static void cell_labels(const summary *S, int row, char *len, char *dep)
@@ -464,6 +577,40 @@ static int no_discordant(const summary *S)
 			return 1;
 	}
 	return 0;
+}
+
+static int have_logp(const summary *S)
+{
+	for (int i = 0; i < S->rows * S->o->c.n_methods; i++)
+		if (S->cells[i].n_lp)
+			return 1;
+	return 0;
+}
+
+static void print_logp_table(const summary *S)
+{
+	const int M = S->o->c.n_methods;
+	if (!have_logp(S))
+		return;
+	printf("\nlog-probability of the asked number, teacher-forced after \"The special magic number for CITY is\" "
+	       "(nats,\nsummed over its tokens; 0 is certainty); diff: the method's minus full's, paired, with a 95%% "
+	       "bootstrap interval:\n");
+	printf("%6s %5s %-9s %5s %9s %9s %-21s\n", "length", "depth", "method", "n", "mean", "diff", "[95% bootstrap]");
+	for (int row = 0; row < S->rows; row++) {
+		char len[16], dep[16];
+		cell_labels(S, row, len, dep);
+		if (row == S->rows - 1)
+			printf("\n");
+		for (int m = 0; m < M; m++) {
+			const cell_sum *s = &S->cells[row * M + m];
+			if (!s->n_lp)
+				continue;
+			printf("%6s %5s %-9s %5d %9.3f", len, dep, hsq_mode_name(S->o->c.methods[m]), s->n_lp, s->lp_mean);
+			if (m && isfinite(s->lp_diff.estimate))
+				printf(" %+9.3f [%+.3f, %+.3f]", s->lp_diff.estimate, s->lp_diff.low, s->lp_diff.high);
+			printf("\n");
+		}
+	}
 }
 
 static void print_table(const summary *S)
@@ -522,6 +669,7 @@ static void print_table(const summary *S)
 	if (no_discordant(S))
 		printf("note: a row without discordant pairs has a Wald error of 0, and TOST then calls it equivalent "
 		       "whatever n; read it with n and the Wilson intervals.\n");
+	print_logp_table(S);
 }
 
 static void json_cell(FILE *f, const summary *S, const cell_sum *s, int m)
@@ -536,6 +684,8 @@ static void json_cell(FILE *f, const summary *S, const cell_sum *s, int m)
 	sb_jnum6(&b, s->wilson.high);
 	sb_printf(&b, "],\"fast_bytes\":");
 	sb_jnum6(&b, s->fast);
+	sb_printf(&b, ",\"logp_trials\":%d,\"logp_mean\":", s->n_lp);
+	sb_jnum6(&b, s->lp_mean);
 	if (m == 0) {
 		sb_printf(&b, ",\"vs_full\":null");
 	} else {
@@ -549,7 +699,13 @@ static void json_cell(FILE *f, const summary *S, const cell_sum *s, int m)
 		sb_jnum6(&b, s->tost.ci_high);
 		sb_printf(&b, "],\"tost_p\":");
 		sb_jnum6(&b, s->tost.p);
-		sb_printf(&b, ",\"equivalent\":%s}", s->tost.equivalent ? "true" : "false");
+		sb_printf(&b, ",\"equivalent\":%s,\"logp_diff\":", s->tost.equivalent ? "true" : "false");
+		sb_jnum6(&b, s->lp_diff.estimate);
+		sb_printf(&b, ",\"logp_diff_ci95\":[");
+		sb_jnum6(&b, s->lp_diff.low);
+		sb_putc(&b, ',');
+		sb_jnum6(&b, s->lp_diff.high);
+		sb_printf(&b, "]}");
 	}
 	fputs(b.s, f);
 	sb_free(&b);
@@ -587,7 +743,8 @@ static void write_csv(FILE *f, const summary *S)
 	const needle_opts *o = S->o;
 	const int M = o->c.n_methods;
 	fprintf(f, "length,depth,method,trials,successes,rate,wilson_low,wilson_high,fast_bytes,b,c,mcnemar_p,diff,"
-		   "diff_ci90_low,diff_ci90_high,tost_p,equivalent\n");
+		   "diff_ci90_low,diff_ci90_high,tost_p,equivalent,logp_trials,logp_mean,logp_diff,logp_diff_ci95_low,"
+		   "logp_diff_ci95_high\n");
 	for (int row = 0; row < S->rows; row++) {
 		char len[16], dep[16];
 		cell_labels(S, row, len, dep);
@@ -605,10 +762,16 @@ static void write_csv(FILE *f, const summary *S)
 				double v[5] = { s->mcnemar_p, s->tost.diff, s->tost.ci_low, s->tost.ci_high, s->tost.p };
 				for (int i = 0; i < 5; i++)
 					eval_csv_num(f, v[i]);
-				fprintf(f, ",%s\n", s->tost.equivalent ? "yes" : "no");
+				fprintf(f, ",%s", s->tost.equivalent ? "yes" : "no");
 			} else {
-				fprintf(f, ",,,,,,,,\n");
+				fprintf(f, ",,,,,,,,");
 			}
+			fprintf(f, ",%d", s->n_lp);
+			eval_csv_num(f, s->lp_mean);
+			eval_csv_num(f, s->lp_diff.estimate);
+			eval_csv_num(f, s->lp_diff.low);
+			eval_csv_num(f, s->lp_diff.high);
+			fputc('\n', f);
 		}
 	}
 }
@@ -690,6 +853,19 @@ static void write_markdown(FILE *f, const void *user)
 	if (no_discordant(S))
 		fprintf(f, "\nA row without discordant pairs has a Wald standard error of 0, and TOST then calls it "
 			   "equivalent whatever the number of trials: read it with the trials and the Wilson intervals.\n");
+	if (have_logp(S)) {
+		fprintf(f, "\nLog-probability of the asked number, teacher-forced after \"The special magic number for "
+			   "CITY is\" (nats, summed over its tokens), pooled; the difference to full is paired, with a "
+			   "95%% bootstrap interval:\n\n| method | trials | mean | diff [95%% CI] |\n|---|---|---|---|\n");
+		for (int m = 0; m < M; m++) {
+			const cell_sum *s = &S->cells[(S->rows - 1) * M + m];
+			fprintf(f, "| %s | %d | %.3f |", hsq_mode_name(o->c.methods[m]), s->n_lp, s->lp_mean);
+			if (m && isfinite(s->lp_diff.estimate))
+				fprintf(f, " %+.3f [%+.3f, %+.3f] |\n", s->lp_diff.estimate, s->lp_diff.low, s->lp_diff.high);
+			else
+				fprintf(f, " %s |\n", m ? "" : "(reference)");
+		}
+	}
 	fprintf(f, "\n## Success rate per cell\n\n");
 	for (int m = 0; m < M; m++)
 		fprintf(f, "![%s](needle-%s.svg)\n", hsq_mode_name(o->c.methods[m]), hsq_mode_name(o->c.methods[m]));
@@ -833,7 +1009,8 @@ int eval_needle(int argc, char **argv)
 	N.n_trials = (size_t)o.n_len * (size_t)o.n_depth * (size_t)o.trials;
 	N.ok = malloc(N.n_trials * (size_t)M);
 	N.fast = malloc(N.n_trials * (size_t)M * sizeof *N.fast);
-	if (!N.ok || !N.fast)
+	N.logp = malloc(N.n_trials * (size_t)M * sizeof *N.logp);
+	if (!N.ok || !N.fast || !N.logp)
 		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
 	collect(&N, &L);
 	if (L.n)
@@ -861,6 +1038,7 @@ int eval_needle(int argc, char **argv)
 	free(S.cells);
 	free(N.ok);
 	free(N.fast);
+	free(N.logp);
 	free(config);
 	free(N.close);
 	hsq_free(N.open);

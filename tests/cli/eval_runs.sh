@@ -90,6 +90,8 @@ expect_out "the table has full's cell" "^ +512 +50 full +[0-2]/2 "
 expect_out "the table has hsq's cell with McNemar and TOST" "^ +512 +50 hsq +[0-2]/2 .* (yes|no)\$"
 expect_out "the table has pooled rows" "^ +all +all hsq "
 expect_out "the table shows each method's fast tier" "^ +512: +full [0-9.]+ MiB +hsq [0-9.]+ MiB \(0\.[0-9]+x\)"
+expect_out "the table has hsq's answer log-probability and its paired difference" \
+	"^ +512 +50 hsq +2 +-[0-9.]+ +[-+][0-9.]+ \[[-+][0-9.]+, [-+][0-9.]+\]\$"
 printf '%s' "$err" | grep -q "trial 2/2" && ok "progress goes to stderr" || fail "no progress on stderr" "$err"
 [ "$(wc -l <a.jsonl)" -eq 3 ] && ok "the log has the header and two trials" || fail "log lines: $(wc -l <a.jsonl)"
 head -n 1 a.csv | grep -q '^length,depth,method,trials,successes,rate,wilson_low,wilson_high,' &&
@@ -107,8 +109,15 @@ assert doc["subcommand"] == "needle" and doc["config"]["lengths"] == [512]
 assert doc["config"]["budget"] == "default" and doc["config"]["retrieval_heads"] == "default"
 assert [c["method"] for c in doc["pooled"]] == ["full", "hsq"]
 assert doc["pooled"][1]["trials"] == 2 and "mcnemar_p" in doc["pooled"][1]["vs_full"]
-for line in open("a.jsonl"):
-    json.loads(line)
+full, hsq = doc["pooled"]
+assert full["logp_trials"] == 2 and hsq["logp_trials"] == 2 and full["logp_mean"] < 0
+trials = [json.loads(line) for line in open("a.jsonl")][1:]
+lp = [[t["methods"][m]["logp"] for t in trials] for m in ("full", "hsq")]
+assert all(v <= 0 for v in lp[0] + lp[1]), lp
+diff = sum(h - f for f, h in zip(*lp)) / 2
+assert abs(hsq["vs_full"]["logp_diff"] - diff) < 1e-4, (hsq["vs_full"], diff)
+lo, hi = hsq["vs_full"]["logp_diff_ci95"]
+assert lo <= diff + 1e-4 and diff - 1e-4 <= hi, (lo, hi, diff)
 for f in ("rep/needle-full.svg", "rep/needle-hsq.svg"):
     assert ET.parse(f).getroot().tag.endswith("svg")
 '
@@ -147,6 +156,18 @@ cmp -s a.jsonl g.jsonl && ok "the grown log equals a two-trial run's, byte for b
 [ ! -e g.jsonl.grow ] && ok "no temporary file left" || fail "g.jsonl.grow left behind"
 run "$E" $NEEDLE --trials 1 --log a.jsonl --resume
 expect "--resume with fewer --trials exits 2" 2 "another configuration \(trials is 1 here but 2 in the log\)"
+
+# --- a log written before the answer was scored (no "logp"): read, no log-probability table
+sed 's/"logp":[^,]*,//g' a.jsonl >o.jsonl
+run "$E" $NEEDLE --log o.jsonl --resume --csv o.csv -q
+expect "a log without logp resumes" 0 ""
+printf '%s' "$out" | grep -q "log-probability" && fail "a log-probability table from a log without any" ||
+	ok "no log-probability table without logp"
+sed -n 2p o.csv | grep -q ',0,,,,$' && ok "csv: 0 scored trials, empty log-probability fields" ||
+	fail "csv row" "$(sed -n 2p o.csv)"
+sed '3s/"logp":[^,]*,/"logp":0.5,/' a.jsonl >q.jsonl
+run "$E" $NEEDLE --log q.jsonl --resume
+expect "a positive logp exits 4" 4 "q.jsonl:3: .*'logp' is not a log-probability .*method full"
 
 # --- resume with another configuration, or from another subcommand's log
 run "$E" $NEEDLE --seed 2 --log a.jsonl --resume

@@ -579,6 +579,36 @@ static int no_discordant(const summary *S)
 	return 0;
 }
 
+/* Calls line() for every cell and method in table order, with a blank
+ * line before the pooled rows. */
+static void print_rows(const summary *S,
+		       void (*line)(const summary *S, const char *len, const char *dep, int m, const cell_sum *s))
+{
+	const int M = S->o->c.n_methods;
+	for (int row = 0; row < S->rows; row++) {
+		char len[16], dep[16];
+		cell_labels(S, row, len, dep);
+		if (row == S->rows - 1)
+			printf("\n");
+		for (int m = 0; m < M; m++)
+			line(S, len, dep, m, &S->cells[row * M + m]);
+	}
+}
+
+static void success_row_line(const summary *S, const char *len, const char *dep, int m, const cell_sum *s)
+{
+	if (s->n == 0)
+		return;
+	char kn[32];
+	snprintf(kn, sizeof kn, "%d/%d", s->k, s->n);
+	printf("%6s %5s %-9s %9s %6.3f [%.3f, %.3f]", len, dep, hsq_mode_name(S->o->c.methods[m]), kn,
+	       (double)s->k / s->n, s->wilson.low, s->wilson.high);
+	if (m)
+		printf(" %4d %4d %9.4f %+7.3f [%+.3f, %+.3f] %s", s->b, s->c, s->mcnemar_p, s->tost.diff, s->tost.ci_low,
+		       s->tost.ci_high, s->tost.equivalent ? "yes" : "no");
+	printf("\n");
+}
+
 static int have_logp(const summary *S)
 {
 	for (int i = 0; i < S->rows * S->o->c.n_methods; i++)
@@ -587,30 +617,25 @@ static int have_logp(const summary *S)
 	return 0;
 }
 
+static void logp_row_line(const summary *S, const char *len, const char *dep, int m, const cell_sum *s)
+{
+	if (!s->n_lp)
+		return;
+	printf("%6s %5s %-9s %5d %9.3f", len, dep, hsq_mode_name(S->o->c.methods[m]), s->n_lp, s->lp_mean);
+	if (m && isfinite(s->lp_diff.estimate))
+		printf(" %+9.3f [%+.3f, %+.3f]", s->lp_diff.estimate, s->lp_diff.low, s->lp_diff.high);
+	printf("\n");
+}
+
 static void print_logp_table(const summary *S)
 {
-	const int M = S->o->c.n_methods;
 	if (!have_logp(S))
 		return;
 	printf("\nlog-probability of the asked number, teacher-forced after \"The special magic number for CITY is\" "
 	       "(nats,\nsummed over its tokens; 0 is certainty); diff: the method's minus full's, paired, with a 95%% "
 	       "bootstrap interval:\n");
-	printf("%6s %5s %-9s %5s %9s %9s %-21s\n", "length", "depth", "method", "n", "mean", "diff", "[95% bootstrap]");
-	for (int row = 0; row < S->rows; row++) {
-		char len[16], dep[16];
-		cell_labels(S, row, len, dep);
-		if (row == S->rows - 1)
-			printf("\n");
-		for (int m = 0; m < M; m++) {
-			const cell_sum *s = &S->cells[row * M + m];
-			if (!s->n_lp)
-				continue;
-			printf("%6s %5s %-9s %5d %9.3f", len, dep, hsq_mode_name(S->o->c.methods[m]), s->n_lp, s->lp_mean);
-			if (m && isfinite(s->lp_diff.estimate))
-				printf(" %+9.3f [%+.3f, %+.3f]", s->lp_diff.estimate, s->lp_diff.low, s->lp_diff.high);
-			printf("\n");
-		}
-	}
+	printf("%6s %5s %-9s %5s %9s %9s %s\n", "length", "depth", "method", "n", "mean", "diff", "[95% bootstrap]");
+	print_rows(S, logp_row_line);
 }
 
 static void print_table(const summary *S)
@@ -644,25 +669,7 @@ static void print_table(const summary *S)
 	}
 	printf("\n%6s %5s %-9s %9s %6s %-17s %4s %4s %9s %7s %-17s %s\n", "length", "depth", "method", "ok/n", "rate",
 	       "[95% Wilson]", "b", "c", "McNemar p", "diff", "[90% CI]", "equivalent");
-	for (int row = 0; row < S->rows; row++) {
-		char len[16], dep[16];
-		cell_labels(S, row, len, dep);
-		if (row == S->rows - 1)
-			printf("\n");
-		for (int m = 0; m < M; m++) {
-			const cell_sum *s = &S->cells[row * M + m];
-			if (s->n == 0)
-				continue;
-			char kn[32];
-			snprintf(kn, sizeof kn, "%d/%d", s->k, s->n);
-			printf("%6s %5s %-9s %9s %6.3f [%.3f, %.3f]", len, dep, hsq_mode_name(o->c.methods[m]), kn,
-			       (double)s->k / s->n, s->wilson.low, s->wilson.high);
-			if (m)
-				printf(" %4d %4d %9.4f %+7.3f [%+.3f, %+.3f] %s", s->b, s->c, s->mcnemar_p, s->tost.diff,
-				       s->tost.ci_low, s->tost.ci_high, s->tost.equivalent ? "yes" : "no");
-			printf("\n");
-		}
-	}
+	print_rows(S, success_row_line);
 	printf("\nb: full ok, method missed; c: the reverse. McNemar: exact, two-sided, on b and c. diff: the "
 	       "method's success rate minus full's;\nequivalent: TOST at +-%.3g percentage points, alpha %.2f "
 	       "(the 90%% CI inside the margin).\n", 100 * o->margin, EVAL_ALPHA);

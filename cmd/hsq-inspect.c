@@ -846,9 +846,15 @@ static void print_retrieval(const hsq_tier_map *m)
 		last = m->heads[best].induction;
 		last_i = best;
 	}
+	int n_res = 0;
+	for (int i = 0; i < n; i++)
+		n_res += m->heads[i].residual;
 	if (shown)
 		printf(" (layer.head induction; the %d head%s hsq-decode fetches in full by default)\n", shown,
 		       shown == 1 ? "" : "s");
+	if (n_res)
+		printf("residual:   %d head%s keep a second 4-bit code of each key's error (section keys.residual)\n",
+		       n_res, n_res == 1 ? "" : "s");
 	else
 		printf("none (no head has an induction score; a format 1.1 snapshot stores none)\n");
 }
@@ -1121,7 +1127,8 @@ static void json_tiers(const report *r)
 		       (unsigned long long)h->l1_bytes, (unsigned long long)h->l2_bytes, (unsigned long long)h->l3_bytes,
 		       (unsigned long long)h->l3_stored);
 		json_num(stdout, h->induction);
-		printf(",\"retrieval\":%s}", h->retrieval ? "true" : "false");
+		printf(",\"retrieval\":%s,\"residual_keys\":%s}", h->retrieval ? "true" : "false",
+		       h->residual ? "true" : "false");
 	}
 	printf("]}");
 }

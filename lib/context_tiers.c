@@ -75,9 +75,11 @@ hsq_status hsq_context_set_retrieval_heads(hsq_context *ctx, int n)
 	int before = ctx->tiers->retrieval_heads;
 	ctx->tiers->retrieval_heads = n;
 	hsq_status st = tiers_pick_retrieval(ctx->tiers);
-	if (st)
+	if (st) {
 		ctx->tiers->retrieval_heads = before; /* the marks were left as they were */
-	return st;
+		return st;
+	}
+	return tiers_decode_working(ctx->tiers); /* L1 keys with or without residuals */
 }
 
 int hsq_context_retrieval_heads(const hsq_context *ctx)
@@ -146,6 +148,10 @@ hsq_status hsq_context_tier_stats(const hsq_context *ctx, hsq_tier_stats *out)
 			out->l1_bytes += tier_l1_bytes((uint64_t)x->n_l1, tier_code4_pair(t)) + tier_centre_bytes(t->head_dim);
 			out->l2_bytes += tier_l2_bytes((uint64_t)x->n_group, tier_code3_pair(t), tier_bound_bytes(t->head_dim));
 			out->l3_bytes += tier_l3_bytes((uint64_t)x->n_l3, tier_code4_pair(t));
+			if (x->has_res) { /* residual key codes: L1's in the fast tier, L3's in the archive */
+				out->l1_bytes += (uint64_t)x->n_l1 * t->code4;
+				out->l3_bytes += (uint64_t)x->n_l3 * t->code4;
+			}
 		}
 	}
 	return HSQ_OK;

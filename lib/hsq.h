@@ -213,7 +213,8 @@ const hsq_tier_params *hsq_context_tier_params(const hsq_context *ctx);
 /* Routing budget: tokens per KV head the router fetches from L3 at each
  * step. 0 fetches nothing (only L1, the summaries and the tail are
  * attended); HSQ_BUDGET_ALL fetches every group (the reversibility check:
- * decoding then equals mode quant up to summation order);
+ * with no retrieval heads, decoding then equals mode quant up to summation
+ * order; a retrieval head decodes its keys with their residual codes);
  * HSQ_BUDGET_DEFAULT (the initial value) is hsq_default_budget of the
  * context length, re-evaluated as the context grows. */
 #define HSQ_BUDGET_ALL (-1)
@@ -233,7 +234,9 @@ int hsq_default_budget(int n_tokens);
  * budget of 0 nothing is fetched. HSQ_RETRIEVAL_DEFAULT (the initial
  * value) is hsq_default_retrieval_heads of the model's global-attention
  * KV heads. Snapshots store the scores (format 1.2); a 1.1 snapshot has
- * none, so no head is a retrieval head. */
+ * none, so no head is a retrieval head. The heads marked when an hsq
+ * context is compressed also keep residual key codes (format 1.4): while
+ * marked, they decode every key from two 4-bit codes, about 8 bits. */
 #define HSQ_RETRIEVAL_DEFAULT (-1)
 hsq_status hsq_context_set_retrieval_heads(hsq_context *ctx, int n);
 int hsq_context_retrieval_heads(const hsq_context *ctx); /* heads marked now */
@@ -260,9 +263,10 @@ hsq_status hsq_context_recall(const hsq_context *ctx, double *per_layer);
 typedef struct hsq_tier_stats {
 	int n_tokens;           /* positions covered */
 	uint64_t fp16_kv_bytes; /* the same KV cache at fp16 (sliding layers: their window) */
-	uint64_t l1_bytes;      /* codes + positions + the heads' centres */
+	uint64_t l1_bytes;      /* codes + positions + the heads' centres + residual
+				 * key codes of L1 tokens */
 	uint64_t l2_bytes;      /* summary codes + group table */
-	uint64_t l3_bytes;      /* codes + positions, uncompressed */
+	uint64_t l3_bytes;      /* codes + positions + residual key codes, uncompressed */
 	uint64_t tail_bytes;    /* full-precision tail (fp32) */
 	int64_t n_l1, n_group, n_medium, n_l3; /* over all layers and heads */
 } hsq_tier_stats;
@@ -340,9 +344,13 @@ typedef struct hsq_tier_head_info {
 	int layer, head;
 	int window;                /* sliding window of the layer, 0 = global */
 	int n_l1, n_group, n_medium, n_l3;
-	uint64_t l1_bytes;         /* codes + positions + the head's centres (1.3 files) */
+	uint64_t l1_bytes;         /* codes + positions + the head's centres (1.3 files)
+	                              + its L1 residual key codes (1.4) */
 	uint64_t l2_bytes;         /* summary codes + group table */
-	uint64_t l3_bytes;         /* codes + positions, before zstd */
+	uint64_t l3_bytes;         /* codes + positions, before zstd, + its L3 residual
+	                              key codes (1.4) */
+	int residual;              /* 1: section keys.residual holds residual key codes
+	                              for the head (a retrieval head when built) */
 	uint64_t l3_stored;        /* the head's zstd frame in the file */
 	int32_t *l1_pos;           /* [n_l1] positions */
 	int32_t *g_first, *g_last; /* [n_group] first and last position of each group */

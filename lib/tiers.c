@@ -157,6 +157,8 @@ static void head_free(tier_head *h)
 	free(h->g_hits);
 	free(h->l3_pos);
 	free(h->l3_code);
+	free(h->l1_res);
+	free(h->l3_res);
 	free(h->cache_group);
 	free(h->cache_used);
 	free(h->slot_of);
@@ -386,6 +388,46 @@ void tiers_decode_token(const struct hsq_tiers *t, const tier_head *h, const uin
 	decode_centred(t->c4, t->code4, code + t->code4, h->centre + t->head_dim, t->head_dim, v);
 }
 
+hsq_status tiers_encode_residual(const struct hsq_tiers *t, const tier_head *h, const float *k_pre,
+				 const uint8_t *code, uint8_t *res)
+{
+	float k[HSQ_CODEC_MAX_DIM], v[HSQ_CODEC_MAX_DIM];
+	tiers_decode_token(t, h, code, k, v);
+	for (int d = 0; d < t->head_dim; d++)
+		k[d] = k_pre[d] - k[d];
+	return hsq_codec_encode(t->c4, k, 1, res);
+}
+
+void tiers_decode_token_res(const struct hsq_tiers *t, const tier_head *h, const uint8_t *code, const uint8_t *res,
+			    float *k_pre, float *v)
+{
+	tiers_decode_token(t, h, code, k_pre, v);
+	if (!tiers_head_uses_res(h))
+		return;
+	float r[HSQ_CODEC_MAX_DIM];
+	hsq_codec_decode(t->c4, res, 1, r);
+	for (int d = 0; d < t->head_dim; d++)
+		k_pre[d] += r[d];
+}
+
+hsq_status tiers_head_enable_res(const struct hsq_tiers *t, tier_head *h)
+{
+	size_t c4 = t->code4;
+	uint8_t *a = calloc((size_t)(h->cap_l1 > 0 ? h->cap_l1 : 1), c4);
+	uint8_t *b = calloc((size_t)(h->cap_l3 > 0 ? h->cap_l3 : 1), c4);
+	if (!a || !b) {
+		free(a);
+		free(b);
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for residual key codes");
+	}
+	free(h->l1_res);
+	free(h->l3_res);
+	h->l1_res = a;
+	h->l3_res = b;
+	h->has_res = 1;
+	return HSQ_OK;
+}
+
 /* The centre of a group's key summary: the head's key centre rotated to
  * each of the n positions, averaged. */
 static void summary_centre(const struct hsq_tiers *t, const tier_head *h, const rope_table *r, const int32_t *pos,
@@ -450,32 +492,51 @@ void tiers_set_centres(struct hsq_tiers *t, int layer, const float *k_pre, const
 	}
 }
 
-/* Decodes one token's K (rotated to pos) and V from its codes. */
+/* Decodes one token's K (rotated to pos) and V from its codes, and its
+ * residual key code res when the head uses one (else res is ignored). */
 static void decode_token(const struct hsq_tiers *t, const tier_head *h, const rope_table *r, const uint8_t *code,
-			 int32_t pos, float *k, float *v)
+			 const uint8_t *res, int32_t pos, float *k, float *v)
 {
-	tiers_decode_token(t, h, code, k, v);
+	tiers_decode_token_res(t, h, code, res, k, v);
 	tiers_rope_rows(t, r, k, &pos, 1, +1);
 }
 
+/* Grows a head's residual storage to cap tokens (L1: l3 0; L3: l3 1). */
+static hsq_status grow_res(const struct hsq_tiers *t, tier_head *h, int l3, int have, int need)
+{
+	if (!h->has_res || need <= have)
+		return HSQ_OK;
+	uint8_t **p = l3 ? &h->l3_res : &h->l1_res;
+	uint8_t *q = realloc(*p, (size_t)need * t->code4);
+	if (!q)
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for %d residual key codes", need);
+	*p = q;
+	return HSQ_OK;
+}
+
 hsq_status tiers_head_add_l1(struct hsq_tiers *t, int layer, tier_head *h, int n, const int32_t *pos,
-			     const uint8_t *codes)
+			     const uint8_t *codes, const uint8_t *res)
 {
 	int need = h->n_l1 + n, hd = t->head_dim;
+	if (h->has_res && n > 0 && !res)
+		return hsq_fail(HSQ_ERR_INTERNAL, "L1 tokens without residual codes for a head that keeps them");
 	if (need > h->cap_l1) {
 		int cap = h->cap_l1, c2 = h->cap_l1, c3 = h->cap_l1, c4 = h->cap_l1;
 		if (GROW(h->l1_pos, cap, need) || grow((void **)&h->l1_code, &c2, need, tier_code4_pair(t)) ||
 		    grow((void **)&h->l1_k, &c3, need, hd * sizeof(float)) ||
-		    grow((void **)&h->l1_v, &c4, need, hd * sizeof(float)))
+		    grow((void **)&h->l1_v, &c4, need, hd * sizeof(float)) || grow_res(t, h, 0, h->cap_l1, cap))
 			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for %d L1 tokens", need);
 		h->cap_l1 = cap;
 	}
 	const rope_table *r = &t->rope[t->layers[layer].rope_table];
 	memcpy(h->l1_pos + h->n_l1, pos, (size_t)n * sizeof *pos);
 	memcpy(h->l1_code + (size_t)h->n_l1 * tier_code4_pair(t), codes, (size_t)n * tier_code4_pair(t));
+	if (h->has_res)
+		memcpy(h->l1_res + (size_t)h->n_l1 * t->code4, res, (size_t)n * t->code4);
 	for (int i = 0; i < n; i++) {
 		int j = h->n_l1 + i;
-		decode_token(t, h, r, h->l1_code + (size_t)j * tier_code4_pair(t), pos[i], h->l1_k + (size_t)j * hd,
+		decode_token(t, h, r, h->l1_code + (size_t)j * tier_code4_pair(t),
+			     h->has_res ? h->l1_res + (size_t)j * t->code4 : NULL, pos[i], h->l1_k + (size_t)j * hd,
 			     h->l1_v + (size_t)j * hd);
 	}
 	h->n_l1 = need;
@@ -527,9 +588,11 @@ static void bounds_decode(const uint8_t *rec, int hd, float *lo, float *hi)
 }
 
 hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_head *h, int n, const int32_t *pos,
-				const uint8_t *codes, const uint8_t *sum_code, int cls)
+				const uint8_t *codes, const uint8_t *res, const uint8_t *sum_code, int cls)
 {
 	int hd = t->head_dim, ng = h->n_group + 1;
+	if (h->has_res && n > 0 && !res)
+		return hsq_fail(HSQ_ERR_INTERNAL, "L3 tokens without residual codes for a head that keeps them");
 	size_t cb = tier_bound_bytes(hd);
 	if (ng + 1 > h->cap_group) {
 		int c[10];
@@ -548,7 +611,8 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_h
 	int need = h->n_l3 + n;
 	if (need > h->cap_l3) {
 		int c0 = h->cap_l3, c1 = h->cap_l3;
-		if (GROW(h->l3_pos, c0, need) || grow((void **)&h->l3_code, &c1, need, tier_code4_pair(t)))
+		if (GROW(h->l3_pos, c0, need) || grow((void **)&h->l3_code, &c1, need, tier_code4_pair(t)) ||
+		    grow_res(t, h, 1, h->cap_l3, c0))
 			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for %d L3 tokens", need);
 		h->cap_l3 = c0;
 	}
@@ -556,15 +620,18 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_h
 	float *lo = h->bnd_lo + (size_t)g * hd, *hi = h->bnd_hi + (size_t)g * hd;
 	uint8_t *rec = h->bnd_code + (size_t)g * cb;
 	/* router bounds: the range of every channel over the group's keys as a
-	 * fetch decodes them, kept at 8 bits as a device would hold them, and
-	 * routed on in that form */
+	 * fetch decodes them (without residuals: a head that uses its residuals
+	 * is a retrieval head, which fetches every group and never routes),
+	 * kept at 8 bits as a device would hold them, and routed on in that form */
 	float kd[HSQ_CODEC_MAX_DIM], vd[HSQ_CODEC_MAX_DIM];
 	for (int d = 0; d < hd; d++) {
 		lo[d] = INFINITY;
 		hi[d] = -INFINITY;
 	}
 	for (int i = 0; i < n; i++) {
-		decode_token(t, h, r, codes + (size_t)i * tier_code4_pair(t), pos[i], kd, vd);
+		/* the keys without their residuals, whichever heads are marked */
+		tiers_decode_token(t, h, codes + (size_t)i * tier_code4_pair(t), kd, vd);
+		tiers_rope_rows(t, r, kd, &pos[i], 1, +1);
 		for (int d = 0; d < hd; d++) {
 			lo[d] = kd[d] < lo[d] ? kd[d] : lo[d];
 			hi[d] = kd[d] > hi[d] ? kd[d] : hi[d];
@@ -576,6 +643,8 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_h
 		h->g_start[0] = 0;
 	memcpy(h->l3_pos + h->n_l3, pos, (size_t)n * sizeof *pos);
 	memcpy(h->l3_code + (size_t)h->n_l3 * tier_code4_pair(t), codes, (size_t)n * tier_code4_pair(t));
+	if (h->has_res)
+		memcpy(h->l3_res + (size_t)h->n_l3 * t->code4, res, (size_t)n * t->code4);
 	h->n_l3 = need;
 	h->g_start[g + 1] = need;
 	h->g_class[g] = (uint8_t)cls;
@@ -595,8 +664,15 @@ hsq_status tiers_decode_working(struct hsq_tiers *t)
 		for (int hh = 0; hh < t->n_head_kv; hh++) {
 			tier_head *h = &t->layers[l].heads[hh];
 			for (int j = 0; j < h->n_l1; j++)
-				decode_token(t, h, r, h->l1_code + (size_t)j * tier_code4_pair(t), h->l1_pos[j],
+				decode_token(t, h, r, h->l1_code + (size_t)j * tier_code4_pair(t),
+					     h->has_res ? h->l1_res + (size_t)j * t->code4 : NULL, h->l1_pos[j],
 					     h->l1_k + (size_t)j * hd, h->l1_v + (size_t)j * hd);
+			if (h->has_res) /* fetched groups decoded before the marks moved */
+				for (int sl = 0; sl < h->n_slots; sl++) {
+					if (h->cache_group[sl] >= 0)
+						h->slot_of[h->cache_group[sl]] = -1;
+					h->cache_group[sl] = -1;
+				}
 			for (int g = 0; g < h->n_group; g++)
 				tiers_decode_summary(t, h, r, h->l3_pos + h->g_start[g], h->g_start[g + 1] - h->g_start[g],
 						     h->sum_code + (size_t)g * tier_code3_pair(t), h->sum_k + (size_t)g * hd,
@@ -830,7 +906,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 				for (int i = 0; i < m; i++)
 					idx[i] = first + i;
 				if ((st = encode_pairs(t, h, kg, vg, kvw, m, idx, codes)) ||
-				    (st = tiers_head_add_l1(t, l, h, m, idx, codes)))
+				    (st = tiers_head_add_l1(t, l, h, m, idx, codes, NULL)))
 					goto done;
 				continue;
 			}
@@ -873,7 +949,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 					rest[m++] = i;
 			}
 			if ((st = encode_pairs(t, h, kg, vg, kvw, n1, idx, codes)) ||
-			    (st = tiers_head_add_l1(t, l, h, n1, idx, codes)))
+			    (st = tiers_head_add_l1(t, l, h, n1, idx, codes, NULL)))
 				goto done;
 			if (t->mode != HSQ_MODE_HSQ || m == 0)
 				continue; /* quant keeps all; eviction modes drop the rest */
@@ -905,7 +981,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 					if ((st = encode_pairs(t, h, kg, vg, kvw, sn, gi, codes)) ||
 					    (st = encode_summary(t, h, R, k_rope + (size_t)g * hd, vg, kvw, sn, gi, weights, tmp,
 								 sum)) ||
-					    (st = tiers_head_add_group(t, R, h, sn, gi, codes, sum,
+					    (st = tiers_head_add_group(t, R, h, sn, gi, codes, NULL, sum,
 								       parts == 2 ? HSQ_GROUP_MEDIUM : HSQ_GROUP_LOW)))
 						goto done;
 				}
@@ -913,7 +989,8 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 		}
 	}
 	t->n_tokens = n;
-	st = tiers_pick_retrieval(t);
+	if (!(st = tiers_pick_retrieval(t)))
+		st = tiers_build_residuals(ctx, t);
 done:
 	free(k_rope);
 	free(k_pre);
@@ -930,5 +1007,55 @@ done:
 	free(split);
 	free(codes);
 	free(rk);
+	return st;
+}
+
+/* Residual codes of one head's tokens (L1 or L3: n codes at pos[]), from
+ * the layer's keys before RoPE k_pre (rows of stride floats). */
+static hsq_status residuals_of(const struct hsq_tiers *t, const tier_head *h, const float *k_pre, size_t stride,
+			       int n, const int32_t *pos, const uint8_t *codes, uint8_t *res)
+{
+	hsq_status st;
+	for (int i = 0; i < n; i++)
+		if ((st = tiers_encode_residual(t, h, k_pre + (size_t)pos[i] * stride, codes + (size_t)i * tier_code4_pair(t),
+						res + (size_t)i * t->code4)))
+			return st;
+	return HSQ_OK;
+}
+
+hsq_status tiers_build_residuals(hsq_context *ctx, struct hsq_tiers *t)
+{
+	hsq_status st = HSQ_OK;
+	int n = ctx->n_past, hd = t->head_dim, H = t->n_head_kv;
+	size_t kvw = (size_t)H * hd;
+	float *k = NULL;
+	for (int l = 0; l < t->n_layer && n > 0; l++) {
+		tier_layer *L = &t->layers[l];
+		int any = 0;
+		for (int g = 0; g < H; g++)
+			any |= L->heads[g].retrieval;
+		if (!any)
+			continue;
+		if (!k && !(k = malloc((size_t)n * kvw * sizeof *k)))
+			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the residual key codes of %d tokens", n);
+		context_kv_read(ctx, l, 0, 0, n, k);
+		const rope_table *R = &t->rope[L->rope_table];
+		for (int g = 0; g < H; g++) {
+			tier_head *h = &L->heads[g];
+			if (!h->retrieval)
+				continue;
+			for (int i = 0; i < n; i++) /* back before RoPE */
+				tiers_rope_rows(t, R, k + (size_t)i * kvw + (size_t)g * hd, &i, 1, -1);
+			if ((st = tiers_head_enable_res(t, h)) ||
+			    (st = residuals_of(t, h, k + (size_t)g * hd, kvw, h->n_l1, h->l1_pos, h->l1_code, h->l1_res)) ||
+			    (st = residuals_of(t, h, k + (size_t)g * hd, kvw, h->n_l3, h->l3_pos, h->l3_code, h->l3_res)))
+				goto done;
+			for (int j = 0; j < h->n_l1; j++)
+				decode_token(t, h, R, h->l1_code + (size_t)j * tier_code4_pair(t), h->l1_res + (size_t)j * t->code4,
+					     h->l1_pos[j], h->l1_k + (size_t)j * hd, h->l1_v + (size_t)j * hd);
+		}
+	}
+done:
+	free(k);
 	return st;
 }

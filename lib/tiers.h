@@ -60,6 +60,14 @@ typedef struct tier_head {
 	int32_t *l3_pos;       /* [n_l3] positions; ascending within a group */
 	uint8_t *l3_code;      /* [n_l3][2][code4] K (before RoPE), V */
 
+	/* Residual key codes (section keys.residual): a second 4-bit code of
+	 * each L1 and L3 key's coding error, for the heads that were
+	 * retrieval heads when the tiers were built. A key decodes with its
+	 * residual while the head is marked as a retrieval head. */
+	uint8_t has_res;       /* 1: l1_res and l3_res are kept */
+	uint8_t *l1_res;       /* [cap_l1][code4] in L1 order */
+	uint8_t *l3_res;       /* [cap_l3][code4] in L3 order */
+
 	/* Groups decoded by earlier one-token steps, kept for the next ones
 	 * (consecutive steps fetch mostly the same groups): slot s holds the
 	 * rows of group cache_group[s], K rotated to its positions. Least
@@ -186,6 +194,23 @@ hsq_status tiers_encode_token(const struct hsq_tiers *t, const tier_head *h, con
 			      uint8_t *code);
 void tiers_decode_token(const struct hsq_tiers *t, const tier_head *h, const uint8_t *code, float *k_pre, float *v);
 
+/* Residual key codes. tiers_encode_residual codes k_pre minus what the key
+ * code of `code` decodes to (no centring: the error has no mean to take
+ * out). tiers_decode_token_res decodes like tiers_decode_token and adds
+ * the decoded residual `res` to the key when the head uses its residuals
+ * (tiers_head_uses_res; res may then not be NULL). */
+hsq_status tiers_encode_residual(const struct hsq_tiers *t, const tier_head *h, const float *k_pre,
+				 const uint8_t *code, uint8_t *res);
+static inline int tiers_head_uses_res(const tier_head *h) { return h->has_res && h->retrieval; }
+void tiers_decode_token_res(const struct hsq_tiers *t, const tier_head *h, const uint8_t *code, const uint8_t *res,
+			    float *k_pre, float *v);
+/* Gives head h residual storage for its current capacity (codes zero:
+ * the caller fills them for every token the head holds). */
+hsq_status tiers_head_enable_res(const struct hsq_tiers *t, tier_head *h);
+/* Residual codes of the retrieval heads of a freshly built context, from
+ * its full cache; each such head keeps them from then on. */
+hsq_status tiers_build_residuals(hsq_context *ctx, struct hsq_tiers *t);
+
 /* Summary codes (L2) of a group of head h at positions pos[n] from its
  * key summary (after RoPE) and value summary, and back: each coded minus
  * the group's centre when that is shorter (flag TIER_CODE_CENTRED), the
@@ -219,12 +244,17 @@ hsq_status tiers_pick_retrieval(struct hsq_tiers *t);
  * working copies, and a group's router bounds, are made from them (r: the
  * layer's RoPE table, which the bounds of keys after RoPE need). */
 hsq_status tiers_head_add_l1(struct hsq_tiers *t, int layer, tier_head *h, int n, const int32_t *pos,
-			     const uint8_t *codes);
+			     const uint8_t *codes, const uint8_t *res);
 hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_head *h, int n, const int32_t *pos,
-				const uint8_t *codes, const uint8_t *sum_code, int cls);
+				const uint8_t *codes, const uint8_t *res, const uint8_t *sum_code, int cls);
+/* res: the tokens' residual key codes ([n][code4]) when the head has
+ * residuals (has_res), else ignored (may be NULL). Router bounds come from
+ * the keys without their residuals, whichever heads are marked. */
 
 /* Re-makes the decoded copies of L1 and L2 of every head from the codes
- * (after loading). */
+ * (after loading, or after the retrieval heads moved: an L1 key decodes
+ * with its residual only in a marked head), and empties the decoded-group
+ * cache of the heads with residuals. */
 hsq_status tiers_decode_working(struct hsq_tiers *t);
 
 /* Builds the tiers of ctx from its full KV cache (positions 0..n_past-1)

@@ -227,8 +227,9 @@ static void attend_task(void *arg, int task, int thread)
 				n_decoded += size;
 			}
 			for (int i = 0; i < size; i++) {
-				tiers_decode_token(t, h, h->l3_code + (size_t)(first + i) * tier_code4_pair(t), dk + (size_t)i * hd,
-						   dv + (size_t)i * hd);
+				tiers_decode_token_res(t, h, h->l3_code + (size_t)(first + i) * tier_code4_pair(t),
+						       h->has_res ? h->l3_res + (size_t)(first + i) * t->code4 : NULL,
+						       dk + (size_t)i * hd, dv + (size_t)i * hd);
 				tiers_rope_rows(t, R, dk + (size_t)i * hd, &h->l3_pos[first + i], 1, +1);
 			}
 		}
@@ -474,9 +475,10 @@ static void tail_drop(const struct hsq_tiers *t, tier_layer *L, int count)
 	L->n_tail = left;
 }
 
-/* Encodes the oldest m tail rows of head g (K brought back before RoPE). */
+/* Encodes the oldest m tail rows of head g (K brought back before RoPE),
+ * with their residual key codes into res when the head keeps them. */
 static hsq_status encode_tail(const struct hsq_tiers *t, const tier_layer *L, int g, int m, float *kbuf,
-			      uint8_t *codes, uint8_t *sum)
+			      uint8_t *codes, uint8_t *res, uint8_t *sum)
 {
 	hsq_status st;
 	int hd = t->head_dim;
@@ -492,7 +494,9 @@ static hsq_status encode_tail(const struct hsq_tiers *t, const tier_layer *L, in
 		}
 		memcpy(kbuf, kr, (size_t)hd * sizeof *kbuf);
 		tiers_rope_rows(t, &t->rope[L->rope_table], kbuf, &L->tail_pos[i], 1, -1);
-		if ((st = tiers_encode_token(t, &L->heads[g], kbuf, vr, codes + (size_t)i * tier_code4_pair(t))))
+		uint8_t *code = codes + (size_t)i * tier_code4_pair(t);
+		if ((st = tiers_encode_token(t, &L->heads[g], kbuf, vr, code)) ||
+		    (L->heads[g].has_res && (st = tiers_encode_residual(t, &L->heads[g], kbuf, code, res + (size_t)i * t->code4))))
 			return st;
 	}
 	if (sum && (st = tiers_encode_summary(t, &L->heads[g], &t->rope[L->rope_table], L->tail_pos, m, mk, mv, sum)))
@@ -506,7 +510,7 @@ hsq_status tiers_compact(struct hsq_tiers *t)
 	int keep = t->params.window, gs = t->params.group_size;
 	float kbuf[HSQ_CODEC_MAX_DIM];
 	uint8_t sum[2 * 4 * HSQ_CODEC_MAX_DIM];
-	uint8_t codes[16 * 2 * (4 * HSQ_CODEC_MAX_DIM / 8 + 8)];
+	uint8_t codes[16 * 2 * (4 * HSQ_CODEC_MAX_DIM / 8 + 8)], res[16 * (4 * HSQ_CODEC_MAX_DIM / 8 + 8)];
 	for (int l = 0; l < t->n_layer; l++) {
 		tier_layer *L = &t->layers[l];
 		if (L->n_tail == 0)
@@ -523,9 +527,9 @@ hsq_status tiers_compact(struct hsq_tiers *t)
 		if (t->mode == HSQ_MODE_HSQ) {
 			while (L->n_tail - keep >= gs) {
 				for (int g = 0; g < t->n_head_kv; g++) {
-					if ((st = encode_tail(t, L, g, gs, kbuf, codes, sum)) ||
+					if ((st = encode_tail(t, L, g, gs, kbuf, codes, res, sum)) ||
 					    (st = tiers_head_add_group(t, &t->rope[L->rope_table], &L->heads[g], gs,
-								       L->tail_pos, codes, sum, HSQ_GROUP_LOW)))
+								       L->tail_pos, codes, res, sum, HSQ_GROUP_LOW)))
 						return st;
 				}
 				tail_drop(t, L, gs);
@@ -534,8 +538,8 @@ hsq_status tiers_compact(struct hsq_tiers *t)
 			while (L->n_tail > keep) {
 				int m = L->n_tail - keep < 16 ? L->n_tail - keep : 16;
 				for (int g = 0; g < t->n_head_kv; g++)
-					if ((st = encode_tail(t, L, g, m, kbuf, codes, NULL)) ||
-					    (st = tiers_head_add_l1(t, l, &L->heads[g], m, L->tail_pos, codes)))
+					if ((st = encode_tail(t, L, g, m, kbuf, codes, res, NULL)) ||
+					    (st = tiers_head_add_l1(t, l, &L->heads[g], m, L->tail_pos, codes, res)))
 						return st;
 				tail_drop(t, L, m);
 			}

@@ -21,8 +21,8 @@
 
 static uint64_t align64(uint64_t v) { return (v + 63) & ~(uint64_t)63; }
 
-const char *const tier_section_names[TIER_N_SECTIONS] = { "tiers", "l1", "l2", "l3.index", "l3", "router.heads",
-								    "centres" };
+const char *const tier_section_names[TIER_N_SECTIONS] = { "tiers",	 "l1",	    "l2",	      "l3.index",
+								    "l3",	 "router.heads", "centres", "keys.residual" };
 
 void tier_blobs_free(tier_blob *b)
 {
@@ -38,6 +38,47 @@ static void put_name(uint8_t *dst, const char *s)
 	memset(dst, 0, 32);
 	size_t n = strlen(s);
 	memcpy(dst, s, n < 31 ? n : 31);
+}
+
+/* keys.residual, when a head has residuals (else left empty). Returns -1
+ * when out of memory. */
+static int residuals_write(const struct hsq_tiers *t, tier_blob *b)
+{
+	int H = t->n_head_kv, n_heads = t->n_layer * H;
+	uint64_t off = align64(TIER_RES_HEADER + TIER_RES_ENTRY * (uint64_t)n_heads), size = off;
+	int any = 0;
+	for (int i = 0; i < n_heads; i++) {
+		const tier_head *h = &t->layers[i / H].heads[i % H];
+		if (h->has_res) {
+			any = 1;
+			size = align64(size + tier_res_bytes((uint64_t)h->n_l1 + (uint64_t)h->n_l3, t->code4));
+		}
+	}
+	if (!any)
+		return 0;
+	if (!(b->data = calloc(1, size)))
+		return -1;
+	b->size = size;
+	uint8_t *d = b->data;
+	put_u32(d, (uint32_t)t->n_layer);
+	put_u32(d + 4, (uint32_t)H);
+	put_u32(d + 8, (uint32_t)t->code4);
+	for (int i = 0; i < n_heads; i++) {
+		const tier_head *h = &t->layers[i / H].heads[i % H];
+		if (!h->has_res)
+			continue;
+		uint8_t *e = d + TIER_RES_HEADER + TIER_RES_ENTRY * (size_t)i;
+		uint64_t n1 = (uint64_t)h->n_l1 * t->code4, n3 = (uint64_t)h->n_l3 * t->code4;
+		put_u32(e, TIER_RES_HAS);
+		put_u32(e + 4, (uint32_t)h->n_l1);
+		put_u32(e + 8, (uint32_t)h->n_l3);
+		put_u64(e + 16, off);
+		put_u64(e + 24, n1 + n3);
+		memcpy(d + off, h->l1_res, (size_t)n1);
+		memcpy(d + off + n1, h->l3_res, (size_t)n3);
+		off = align64(off + n1 + n3);
+	}
+	return 0;
 }
 
 hsq_status tiers_serialize(const struct hsq_tiers *t, int zstd_level, tier_blob *b)
@@ -180,6 +221,8 @@ hsq_status tiers_serialize(const struct hsq_tiers *t, int zstd_level, tier_blob 
 		for (int d = 0; d < 2 * t->head_dim; d++)
 			put_f32(cc + TIER_CENTRES_HEADER + 4 * ((size_t)i * 2 * t->head_dim + d),
 				t->layers[i / H].heads[i % H].centre[d]);
+	if (residuals_write(t, &b[TIER_S_RESIDUAL]))
+		goto nomem;
 	goto fail; /* success: only the scratch goes */
 nomem:
 	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory writing the tiers");
@@ -319,6 +362,45 @@ hsq_status tier_entry_read(const char *path, const tier_blob *b, int i, int n_he
 	return HSQ_OK;
 }
 
+/* Reads keys.residual into the heads it gives residuals (their L1 and L3
+ * already loaded), checking every entry against them. */
+static hsq_status residuals_read(struct hsq_tiers *t, const char *path, const tier_blob *blob)
+{
+	hsq_status st;
+	int H = t->n_head_kv, n_heads = t->n_layer * H;
+	const uint8_t *d = blob->data;
+	uint64_t size = blob->size, table = TIER_RES_HEADER + TIER_RES_ENTRY * (uint64_t)n_heads;
+	if (t->mode != HSQ_MODE_HSQ || size < table || get_u32(d) != (uint32_t)t->n_layer ||
+	    get_u32(d + 4) != (uint32_t)H || get_u32(d + 8) != (uint32_t)t->code4 || get_u32(d + 12))
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'keys.residual' (%llu bytes) does not describe %d layers x %d heads with %zu-byte codes in an hsq snapshot; the file is damaged",
+				path, (unsigned long long)size, t->n_layer, H, t->code4);
+	for (int i = 0; i < n_heads; i++) {
+		tier_head *h = &t->layers[i / H].heads[i % H];
+		const uint8_t *e = d + TIER_RES_HEADER + TIER_RES_ENTRY * (size_t)i;
+		uint32_t flags = get_u32(e), n1 = get_u32(e + 4), n3 = get_u32(e + 8);
+		uint64_t off = get_u64(e + 16), bytes = get_u64(e + 24);
+		if (flags & ~TIER_RES_HAS || get_u32(e + 12) ||
+		    (!(flags & TIER_RES_HAS) && (n1 || n3 || off || bytes)))
+			return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'keys.residual' has a malformed entry for layer %d head %d; the file is damaged",
+					path, i / H, i % H);
+		if (!(flags & TIER_RES_HAS))
+			continue;
+		if (n1 != (uint32_t)h->n_l1 || n3 != (uint32_t)h->n_l3 ||
+		    bytes != tier_res_bytes((uint64_t)n1 + n3, t->code4) || off % 64 || off < table ||
+		    !inside(off, bytes, size))
+			return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'keys.residual' gives layer %d head %d %u + %u residual codes at offset %llu, but the head holds %d + %d tokens (or the block leaves the section); the file is damaged",
+					path, i / H, i % H, n1, n3, (unsigned long long)off, h->n_l1, h->n_l3);
+		if (!codes_finite(d + off, (size_t)n1 + n3, t->code4))
+			return hsq_fail(HSQ_ERR_FORMAT, "%s: a residual key code of layer %d head %d has a non-finite norm; the file is damaged",
+					path, i / H, i % H);
+		if ((st = tiers_head_enable_res(t, h)))
+			return st;
+		memcpy(h->l1_res, d + off, (size_t)n1 * t->code4);
+		memcpy(h->l3_res, d + off + (size_t)n1 * t->code4, (size_t)n3 * t->code4);
+	}
+	return HSQ_OK;
+}
+
 hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_blob *b, int n_tokens)
 {
 	hsq_status st = HSQ_OK;
@@ -366,7 +448,7 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 				      path, l, i % H);
 			goto fail;
 		}
-		st = tiers_head_add_l1(t, l, h, (int)n1, pos, codes1);
+		st = tiers_head_add_l1(t, l, h, (int)n1, pos, codes1, NULL);
 		free(pos);
 		if (st)
 			goto fail;
@@ -433,7 +515,7 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 				gpos[k - a] = (int32_t)v;
 			}
 			if ((st = tiers_head_add_group(t, &t->rope[t->layers[l].rope_table], h, (int)(z - a), gpos,
-						       codes3 + (size_t)a * c4, codes2 + (size_t)g * c3, cls[g])))
+						       codes3 + (size_t)a * c4, NULL, codes2 + (size_t)g * c3, cls[g])))
 				goto fail;
 		}
 	}
@@ -445,8 +527,9 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 		for (int i = 0; i < n_heads; i++)
 			t->layers[i / H].heads[i % H].induction = ind[i];
 	free(ind);
-	if (!st)
-		st = tiers_pick_retrieval(t);
+	if (!st && !(st = tiers_pick_retrieval(t)) && b[TIER_S_RESIDUAL].size &&
+	    !(st = residuals_read(t, path, &b[TIER_S_RESIDUAL])))
+		st = tiers_decode_working(t);
 	goto fail;
 nomem:
 	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory reading the tiers of %s", path);

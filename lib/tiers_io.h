@@ -1,5 +1,5 @@
 /* tiers_io.h - tier sections of a snapshot (internal); the normative
- * layout is hsq-snapshot(5), format 1.3. */
+ * layout is hsq-snapshot(5), format 1.4. */
 #ifndef HSQ_TIERS_IO_H
 #define HSQ_TIERS_IO_H
 
@@ -9,11 +9,12 @@
 
 struct hsq_tiers;
 
-#define TIER_N_SECTIONS 7  /* tiers, l1, l2, l3.index, l3, router.heads, centres */
+#define TIER_N_SECTIONS 8  /* tiers, l1, l2, l3.index, l3, router.heads, centres, keys.residual */
 #define TIER_N_REQUIRED 5  /* the first five; a reader also takes files without
-			    * router.heads (1.2) or centres (1.3) */
+			    * router.heads (1.2), centres (1.3) or keys.residual (1.4) */
 #define TIER_S_HEADS 5
 #define TIER_S_CENTRES 6
+#define TIER_S_RESIDUAL 7
 /* Whether the writer sets the required bit of section i: centres changes
  * what codes mean, so a reader that does not know it must refuse. */
 static inline int tier_section_required_bit(int i) { return i < TIER_N_REQUIRED || i == TIER_S_CENTRES; }
@@ -85,6 +86,17 @@ static inline uint64_t tier_centres_bytes(int n_heads, int head_dim)
 {
 	return TIER_CENTRES_HEADER + 8 * (uint64_t)n_heads * (uint64_t)head_dim;
 }
+
+/* Section "keys.residual" (format 1.4, hsq mode, optional): u32 n_layer,
+ * u32 n_head_kv, u32 code4, u32 0, then a 32-byte entry per head (u32
+ * flags, bit 0 = has residuals; u32 n_l1; u32 n_l3; u32 0; u64 offset of
+ * the head's codes, a multiple of 64; u64 bytes), the table padded to 64;
+ * a head's codes are n_l1 then n_l3 4-bit codes in L1 and L3 order. */
+#define TIER_RES_HEADER 16
+#define TIER_RES_ENTRY 32
+#define TIER_RES_HAS 1u
+/* Residual bytes of a head with n_l1 + n_l3 tokens (0 without residuals). */
+static inline uint64_t tier_res_bytes(uint64_t n_tokens, uint64_t code4) { return n_tokens * code4; }
 
 /* Builds the sections (blobs[i] named tier_section_names[i]); an optional
  * section the mode has no use for is left empty (size 0, not written). */

@@ -72,7 +72,7 @@ if have_model; then
 		if python3 - "$TMP/out.json" "$size" "$n_tok" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
-assert j["version"] == "1.3" and j["mode"] == "full", j
+assert j["version"] == "1.4" and j["mode"] == "full", j
 assert j["file_size"] == int(sys.argv[2]), j["file_size"]
 assert j["n_tokens"] == int(sys.argv[3]), j["n_tokens"]
 assert j["model"]["architecture"] == "llama" and len(j["model"]["identity"]) == 64

@@ -52,7 +52,7 @@ bad=$(grep -v '^#' "$T" | grep -Evc "^[0-9]+$TAB[0-9]+$TAB[0-9]+$TAB([0-9]+(,[0-
 # --- the tier report
 run "$I" "$S"; expect "inspect of an hsq snapshot succeeds" 0 ""
 [ -z "$err" ] && ok "inspect is quiet on stderr" || fail "stderr: $err"
-expect_out "shows the format version" "hsq snapshot 1\.3"
+expect_out "shows the format version" "hsq snapshot 1\.4"
 expect_out "shows the mode" "mode: +hsq"
 expect_out "shows the reader and compressor" "tiers: +reader obs-attention, compressor obs-weighted"
 expect_out "shows the tier parameters" "params: +sinks 4, window 64, l1-fraction 0\.03, group-size 16, medium-fraction 0\.25"
@@ -60,6 +60,7 @@ expect_out "shows the L2 groups by class" "L2: +[1-9][0-9]* groups \([0-9]+ low 
 expect_out "shows the L3 archive" "L3: +[1-9][0-9]* tokens, .* as stored, zstd"
 expect_out "compares the fast tier with fp16" "^vs fp16: +full cache at fp16 .*; fast tier \(L1\+L2\) .*: [0-9.]+x\$"
 expect_out "lists the 15 retrieval heads, highest first" "^retrieval: +[0-9]+\.[0-9] [0-9.]+(, [0-9]+\.[0-9]+ [0-9.]+){14} \(layer\.head induction; the 15 heads hsq-decode fetches in full by default\)\$"
+expect_out "says which heads keep residual key codes" "^residual: +15 heads keep a second 4-bit code of each key's error \(section keys\.residual\)\$"
 expect_out "compares the fast tier and archive with fp16" "^ +fast tier \+ archive \(L1\+L2\+L3\) .*: [0-9.]+x \([0-9.]+x with L3 as stored, zstd\)\$"
 expect_out "compares the file with fp16" "^ +file [0-9.]+ [KM]iB: [0-9.]+x\$"
 rows=$(printf '%s\n' "$out" | sed -n '/^tier layout per layer/,$p' | grep -Ec '^  [0-9]+ ')
@@ -69,7 +70,7 @@ run "$I" --heads "$S"; expect "--heads succeeds" 0 ""
 rows=$(printf '%s\n' "$out" | grep -Ec '^  [0-9]+\.[0-9]+ ')
 [ "$rows" -eq 90 ] && ok "--heads prints one row per layer and head" || fail "--heads printed $rows rows"
 run "$I" --verify "$S"; expect "--verify of a good hsq snapshot exits 0" 0 ""
-[ "$(printf '%s\n' "$out" | grep -cE ' ok$')" -eq 9 ] && ok "--verify marks the 9 sections ok" || fail "--verify output: $out"
+[ "$(printf '%s\n' "$out" | grep -cE ' ok$')" -eq 10 ] && ok "--verify marks the 10 sections ok" || fail "--verify output: $out"
 
 run "$I" --json --verify "$S"; expect "--json --verify exits 0" 0 ""
 printf '%s' "$out" > "$TMP/tiers.json"
@@ -78,8 +79,8 @@ if [ "$have_py" -eq 1 ]; then
 	if python3 - "$TMP/tiers.json" "$size" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
-assert j["mode"] == "hsq" and j["version"] == "1.3" and j["verified"] is True, j["mode"]
-assert [s["name"] for s in j["sections"]] == ["meta", "tokens", "tiers", "l1", "l2", "l3.index", "l3", "router.heads", "centres"]
+assert j["mode"] == "hsq" and j["version"] == "1.4" and j["verified"] is True, j["mode"]
+assert [s["name"] for s in j["sections"]] == ["meta", "tokens", "tiers", "l1", "l2", "l3.index", "l3", "router.heads", "centres", "keys.residual"]
 assert all(s["checksum"] == "ok" for s in j["sections"])
 t = j["tiers"]
 assert t["mode"] == "hsq" and t["reader"] == "obs-attention" and t["compressor"] == "obs-weighted"
@@ -89,6 +90,7 @@ assert len(h) == 30 * 3 and [(x["layer"], x["head"]) for x in h] == [(l, k) for 
 assert all(0 <= x["induction"] <= 1 for x in h) and any(x["induction"] > 0 for x in h), "induction scores"
 top = sorted(range(len(h)), key=lambda i: (-h[i]["induction"], i))[:15]
 assert sorted(i for i in range(len(h)) if h[i]["retrieval"]) == sorted(top), "retrieval: the 15 top heads"
+assert [x["residual_keys"] for x in h] == [x["retrieval"] for x in h], "residual keys: the retrieval heads"
 tot = t["totals"]
 for key, field in [("l1_tokens", "l1_tokens"), ("l2_low", "l2_low"), ("l2_medium", "l2_medium"),
                    ("l3_tokens", "l3_tokens"), ("l1_bytes", "l1_bytes"), ("l2_bytes", "l2_bytes"),

@@ -46,6 +46,9 @@ const char *hsq_strerror(hsq_status status);
  * next libhsq call on this thread. */
 const char *hsq_last_error(void);
 const char *hsq_version(void);
+/* The snapshot format version this library writes, major << 16 | minor
+ * (hsq-snapshot(5)): what decides the codes a compressed context holds. */
+uint32_t hsq_snapshot_format(void);
 
 typedef int32_t hsq_token;
 

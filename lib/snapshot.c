@@ -1610,3 +1610,5 @@ fail:
 	tier_blobs_free(blobs);
 	return st;
 }
+
+uint32_t hsq_snapshot_format(void) { return (uint32_t)SNAP_VERSION_MAJOR << 16 | SNAP_VERSION_MINOR; }

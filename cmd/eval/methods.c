@@ -61,6 +61,9 @@ void eval_runner_config(const eval_runner *R, sbuf *b)
 	char buf[32];
 	sb_printf(b, "\"version\":");
 	sb_jstr(b, hsq_version());
+	/* the codes every method compresses to: a log from another format
+	 * holds other results */
+	sb_printf(b, ",\"snapshot_format\":\"%u.%u\"", hsq_snapshot_format() >> 16, hsq_snapshot_format() & 0xffff);
 	sb_printf(b, ",\"model\":");
 	sb_jstr(b, R->mi.name);
 	sb_printf(b, ",\"model_sha256\":\"%s\",\"methods\":[", R->model_id);

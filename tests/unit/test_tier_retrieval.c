@@ -232,7 +232,7 @@ Test(tier_retrieval, snapshots_keep_the_scores)
 	size_t size;
 	uint8_t *file = snap_image_read(snap_path, &size), *bad = file ? malloc(size) : NULL;
 	cr_assert_not_null(bad, "%s: cannot read", snap_path);
-	cr_assert_eq(get_u16(file + SNAP_H_VERSION_MINOR), 3);
+	cr_assert_eq(get_u16(file + SNAP_H_VERSION_MINOR), SNAP_VERSION_MINOR);
 	uint8_t *e = snap_image_entry(file, "router.heads");
 	cr_assert_not_null(e, "an hsq snapshot has a router.heads section");
 	cr_assert_eq(get_u32(e + SNAP_E_FLAGS) & SNAP_SECTION_REQUIRED, 0, "router.heads is optional");

@@ -49,7 +49,7 @@ if have_model; then
 
 	run "$I" "$S"; expect "inspect succeeds" 0 ""
 	[ -z "$err" ] && ok "inspect is quiet on stderr" || fail "stderr: $err"
-	expect_out "shows the format version" "hsq snapshot 1\.3"
+	expect_out "shows the format version" "hsq snapshot 1\.4"
 	expect_out "shows the mode" "mode: +full"
 	expect_out "shows the architecture" "model: +llama"
 	expect_out "shows an identity prefix" "identity: +[0-9a-f]{16}"

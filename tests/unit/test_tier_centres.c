@@ -29,6 +29,7 @@
 #include "context.h"
 #include "hsq.h"
 #include "snapshot_image.h"
+#include "tier_probe.h"
 #include "tiers.h"
 
 #define N_TOK 300
@@ -121,19 +122,8 @@ TestSuite(tier_centres, .init = setup, .fini = teardown);
  * RoPE, and V. */
 static void original(const struct hsq_tiers *t, int l, int g, int i, float *k, float *v)
 {
-	size_t kvw = (size_t)t->n_head_kv * t->head_dim, plane = (size_t)n_tok * kvw;
-	memcpy(k, full_k + l * plane + i * kvw + (size_t)g * t->head_dim, (size_t)t->head_dim * sizeof *k);
-	memcpy(v, full_v + l * plane + i * kvw + (size_t)g * t->head_dim, (size_t)t->head_dim * sizeof *v);
-	int32_t pos = i;
-	tiers_rope_rows(t, &t->rope[t->layers[l].rope_table], k, &pos, 1, -1);
-}
-
-static double sq_dist(const float *a, const float *b, int n)
-{
-	double s = 0.0;
-	for (int d = 0; d < n; d++)
-		s += ((double)a[d] - b[d]) * ((double)a[d] - b[d]);
-	return s;
+	tier_probe_row(t, full_k, n_tok, l, g, i, 1, k);
+	tier_probe_row(t, full_v, n_tok, l, g, i, 0, v);
 }
 
 Test(tier_centres, centres_are_the_means_after_the_sinks)
@@ -213,10 +203,10 @@ Test(tier_centres, flag_follows_the_shorter_vector_and_centring_lowers_the_error
 				cr_assert_eq(hsq_codec_encode(t->c4, v, 1, raw + c4), HSQ_OK);
 				hsq_codec_decode(t->c4, raw, 1, rk);
 				hsq_codec_decode(t->c4, raw + c4, 1, rv);
-				err_k += sq_dist(dk, k, hd);
-				err_k_raw += sq_dist(rk, k, hd);
-				err_v += sq_dist(dv, v, hd);
-				err_v_raw += sq_dist(rv, v, hd);
+				err_k += tier_probe_sq_dist(dk, k, hd);
+				err_k_raw += tier_probe_sq_dist(rk, k, hd);
+				err_v += tier_probe_sq_dist(dv, v, hd);
+				err_v_raw += tier_probe_sq_dist(rv, v, hd);
 			}
 			/* a value is centred only when that shortens it: the error may
 			 * move by the codec's noise, not grow with the centre */

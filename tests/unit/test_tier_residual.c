@@ -28,6 +28,7 @@
 #include "context.h"
 #include "hsq.h"
 #include "snapshot_image.h"
+#include "tier_probe.h"
 #include "tiers.h"
 #include "tiers_io.h"
 
@@ -94,23 +95,6 @@ static void teardown(void)
 
 TestSuite(tier_residual, .init = setup, .fini = teardown);
 
-/* Key of token i, head g, layer l before compression, back before RoPE. */
-static void original_key(const struct hsq_tiers *t, int l, int g, int i, float *k)
-{
-	size_t kvw = (size_t)t->n_head_kv * t->head_dim, plane = (size_t)n_tok * kvw;
-	memcpy(k, full_k + l * plane + i * kvw + (size_t)g * t->head_dim, (size_t)t->head_dim * sizeof *k);
-	int32_t pos = i;
-	tiers_rope_rows(t, &t->rope[t->layers[l].rope_table], k, &pos, 1, -1);
-}
-
-static double sq_dist(const float *a, const float *b, int n)
-{
-	double s = 0.0;
-	for (int d = 0; d < n; d++)
-		s += ((double)a[d] - b[d]) * ((double)a[d] - b[d]);
-	return s;
-}
-
 Test(tier_residual, the_retrieval_heads_have_residuals)
 {
 	if (!model)
@@ -138,15 +122,15 @@ static void head_errors(const struct hsq_tiers *t, int l, int g, int n, const in
 	float k[HSQ_CODEC_MAX_DIM], a[HSQ_CODEC_MAX_DIM], b[HSQ_CODEC_MAX_DIM], va[HSQ_CODEC_MAX_DIM],
 		vb[HSQ_CODEC_MAX_DIM];
 	for (int i = 0; i < n; i++) {
-		original_key(t, l, g, pos[i], k);
+		tier_probe_row(t, full_k, n_tok, l, g, pos[i], 1, k);
 		const uint8_t *code = codes + (size_t)i * tier_code4_pair(t);
 		tiers_decode_token_res(t, h, code, res + (size_t)i * t->code4, a, va);
 		tiers_decode_token(t, h, code, b, vb);
 		cr_assert_eq(memcmp(va, vb, (size_t)hd * sizeof *va), 0, "layer %d head %d token %d: values differ", l, g,
 			     pos[i]);
 		cr_assert_eq(res[(size_t)i * t->code4 + 1] & TIER_CODE_CENTRED, 0, "a residual code is never centred");
-		*with += sq_dist(a, k, hd);
-		*without += sq_dist(b, k, hd);
+		*with += tier_probe_sq_dist(a, k, hd);
+		*without += tier_probe_sq_dist(b, k, hd);
 	}
 }
 

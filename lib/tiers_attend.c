@@ -494,9 +494,10 @@ static hsq_status encode_tail(const struct hsq_tiers *t, const tier_layer *L, in
 		}
 		memcpy(kbuf, kr, (size_t)hd * sizeof *kbuf);
 		tiers_rope_rows(t, &t->rope[L->rope_table], kbuf, &L->tail_pos[i], 1, -1);
+		const tier_head *h = &L->heads[g];
 		uint8_t *code = codes + (size_t)i * tier_code4_pair(t);
-		if ((st = tiers_encode_token(t, &L->heads[g], kbuf, vr, code)) ||
-		    (L->heads[g].has_res && (st = tiers_encode_residual(t, &L->heads[g], kbuf, code, res + (size_t)i * t->code4))))
+		if ((st = tiers_encode_token(t, h, kbuf, vr, code)) ||
+		    (h->has_res && (st = tiers_encode_residual(t, h, kbuf, code, res + (size_t)i * t->code4))))
 			return st;
 	}
 	if (sum && (st = tiers_encode_summary(t, &L->heads[g], &t->rope[L->rope_table], L->tail_pos, m, mk, mv, sum)))

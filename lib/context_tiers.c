@@ -79,7 +79,8 @@ hsq_status hsq_context_set_retrieval_heads(hsq_context *ctx, int n)
 		ctx->tiers->retrieval_heads = before; /* the marks were left as they were */
 		return st;
 	}
-	return tiers_decode_working(ctx->tiers); /* L1 keys with or without residuals */
+	tiers_refresh_residual_heads(ctx->tiers); /* L1 keys with or without residuals */
+	return HSQ_OK;
 }
 
 int hsq_context_retrieval_heads(const hsq_context *ctx)

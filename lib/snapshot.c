@@ -1064,30 +1064,15 @@ hsq_status hsq_snapshot_read_tiers(const char *path, hsq_tier_map **out)
 			h->n_medium += e.g_class[g] == HSQ_GROUP_MEDIUM;
 		}
 	}
-	if (b[TIER_S_RESIDUAL].size) { /* residual key codes, counted in L1 and L3 */
-		const uint8_t *d = b[TIER_S_RESIDUAL].data;
-		uint64_t size = b[TIER_S_RESIDUAL].size;
-		size_t code4 = c4 / 2;
-		if (size < TIER_RES_HEADER + TIER_RES_ENTRY * (uint64_t)n_heads || get_u32(d) != (uint32_t)map->n_layer ||
-		    get_u32(d + 4) != (uint32_t)map->n_head_kv || get_u32(d + 8) != (uint32_t)code4) {
-			st = hsq_fail(HSQ_ERR_FORMAT, "%s: section 'keys.residual' does not describe this snapshot's heads; the file is damaged",
-				      path);
+	for (int i = 0; i < n_heads && b[TIER_S_RESIDUAL].size; i++) { /* residual key codes, in L1 and L3 */
+		hsq_tier_head_info *h = &map->heads[i];
+		const uint8_t *codes;
+		if ((st = tier_residual_entry(path, &b[TIER_S_RESIDUAL], map->n_layer, map->n_head_kv, c4 / 2, i, h->n_l1,
+					      h->n_l3, &codes)))
 			goto done;
-		}
-		for (int i = 0; i < n_heads; i++) {
-			hsq_tier_head_info *h = &map->heads[i];
-			const uint8_t *e = d + TIER_RES_HEADER + TIER_RES_ENTRY * (size_t)i;
-			if (!(get_u32(e) & TIER_RES_HAS))
-				continue;
-			if (get_u32(e + 4) != (uint32_t)h->n_l1 || get_u32(e + 8) != (uint32_t)h->n_l3) {
-				st = hsq_fail(HSQ_ERR_FORMAT, "%s: section 'keys.residual' gives layer %d head %d residual codes for %u + %u tokens, but it holds %d + %d; the file is damaged",
-					      path, h->layer, h->head, get_u32(e + 4), get_u32(e + 8), h->n_l1, h->n_l3);
-				goto done;
-			}
-			h->residual = 1;
-			h->l1_bytes += (uint64_t)h->n_l1 * code4;
-			h->l3_bytes += (uint64_t)h->n_l3 * code4;
-		}
+		h->residual = codes != NULL;
+		h->l1_bytes += codes ? (uint64_t)h->n_l1 * (c4 / 2) : 0;
+		h->l3_bytes += codes ? (uint64_t)h->n_l3 * (c4 / 2) : 0;
 	}
 	int n_global = 0;
 	float *ind = malloc((size_t)n_heads * sizeof *ind);

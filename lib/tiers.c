@@ -656,30 +656,26 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_h
 	return HSQ_OK;
 }
 
-hsq_status tiers_decode_working(struct hsq_tiers *t)
+void tiers_refresh_residual_heads(struct hsq_tiers *t)
 {
 	int hd = t->head_dim;
 	for (int l = 0; l < t->n_layer; l++) {
 		const rope_table *r = &t->rope[t->layers[l].rope_table];
 		for (int hh = 0; hh < t->n_head_kv; hh++) {
 			tier_head *h = &t->layers[l].heads[hh];
+			if (!h->has_res)
+				continue;
 			for (int j = 0; j < h->n_l1; j++)
 				decode_token(t, h, r, h->l1_code + (size_t)j * tier_code4_pair(t),
-					     h->has_res ? h->l1_res + (size_t)j * t->code4 : NULL, h->l1_pos[j],
-					     h->l1_k + (size_t)j * hd, h->l1_v + (size_t)j * hd);
-			if (h->has_res) /* fetched groups decoded before the marks moved */
-				for (int sl = 0; sl < h->n_slots; sl++) {
-					if (h->cache_group[sl] >= 0)
-						h->slot_of[h->cache_group[sl]] = -1;
-					h->cache_group[sl] = -1;
-				}
-			for (int g = 0; g < h->n_group; g++)
-				tiers_decode_summary(t, h, r, h->l3_pos + h->g_start[g], h->g_start[g + 1] - h->g_start[g],
-						     h->sum_code + (size_t)g * tier_code3_pair(t), h->sum_k + (size_t)g * hd,
-						     h->sum_v + (size_t)g * hd);
+					     h->l1_res + (size_t)j * t->code4, h->l1_pos[j], h->l1_k + (size_t)j * hd,
+					     h->l1_v + (size_t)j * hd);
+			for (int sl = 0; sl < h->n_slots; sl++) { /* groups decoded before */
+				if (h->cache_group[sl] >= 0)
+					h->slot_of[h->cache_group[sl]] = -1;
+				h->cache_group[sl] = -1;
+			}
 		}
 	}
-	return HSQ_OK;
 }
 
 /* -------------------------------------------------------------- build */
@@ -1050,11 +1046,9 @@ hsq_status tiers_build_residuals(hsq_context *ctx, struct hsq_tiers *t)
 			    (st = residuals_of(t, h, k + (size_t)g * hd, kvw, h->n_l1, h->l1_pos, h->l1_code, h->l1_res)) ||
 			    (st = residuals_of(t, h, k + (size_t)g * hd, kvw, h->n_l3, h->l3_pos, h->l3_code, h->l3_res)))
 				goto done;
-			for (int j = 0; j < h->n_l1; j++)
-				decode_token(t, h, R, h->l1_code + (size_t)j * tier_code4_pair(t), h->l1_res + (size_t)j * t->code4,
-					     h->l1_pos[j], h->l1_k + (size_t)j * hd, h->l1_v + (size_t)j * hd);
 		}
 	}
+	tiers_refresh_residual_heads(t);
 done:
 	free(k);
 	return st;

@@ -251,11 +251,11 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_h
  * residuals (has_res), else ignored (may be NULL). Router bounds come from
  * the keys without their residuals, whichever heads are marked. */
 
-/* Re-makes the decoded copies of L1 and L2 of every head from the codes
- * (after loading, or after the retrieval heads moved: an L1 key decodes
- * with its residual only in a marked head), and empties the decoded-group
- * cache of the heads with residuals. */
-hsq_status tiers_decode_working(struct hsq_tiers *t);
+/* Re-decodes the L1 working keys of the heads that keep residual codes
+ * (with them while the head is marked, without otherwise) and empties
+ * their decoded-group cache: after the residuals arrive, or after the
+ * retrieval heads moved. */
+void tiers_refresh_residual_heads(struct hsq_tiers *t);
 
 /* Builds the tiers of ctx from its full KV cache (positions 0..n_past-1)
  * and the observation queries it captured. */

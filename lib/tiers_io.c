@@ -362,41 +362,56 @@ hsq_status tier_entry_read(const char *path, const tier_blob *b, int i, int n_he
 	return HSQ_OK;
 }
 
+hsq_status tier_residual_entry(const char *path, const tier_blob *blob, int n_layer, int n_head_kv, size_t code4,
+			       int i, int n_l1, int n_l3, const uint8_t **codes)
+{
+	const uint8_t *d = blob->data;
+	uint64_t size = blob->size, table = TIER_RES_HEADER + TIER_RES_ENTRY * (uint64_t)n_layer * (uint64_t)n_head_kv;
+	*codes = NULL;
+	if (size < table || get_u32(d) != (uint32_t)n_layer || get_u32(d + 4) != (uint32_t)n_head_kv ||
+	    get_u32(d + 8) != (uint32_t)code4 || get_u32(d + 12))
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'keys.residual' (%llu bytes) does not describe %d layers x %d heads with %zu-byte codes; the file is damaged",
+				path, (unsigned long long)size, n_layer, n_head_kv, code4);
+	int l = i / n_head_kv, g = i % n_head_kv;
+	const uint8_t *e = d + TIER_RES_HEADER + TIER_RES_ENTRY * (size_t)i;
+	uint32_t flags = get_u32(e), n1 = get_u32(e + 4), n3 = get_u32(e + 8);
+	uint64_t off = get_u64(e + 16), bytes = get_u64(e + 24);
+	if (flags & ~TIER_RES_HAS || get_u32(e + 12) || (!(flags & TIER_RES_HAS) && (n1 || n3 || off || bytes)))
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'keys.residual' has a malformed entry for layer %d head %d; the file is damaged",
+				path, l, g);
+	if (!(flags & TIER_RES_HAS))
+		return HSQ_OK;
+	if (n1 != (uint32_t)n_l1 || n3 != (uint32_t)n_l3 || bytes != tier_res_bytes((uint64_t)n1 + n3, code4) ||
+	    off % 64 || off < table || !inside(off, bytes, size))
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'keys.residual' gives layer %d head %d %u + %u residual codes at offset %llu, but the head holds %d + %d tokens (or the block leaves the section); the file is damaged",
+				path, l, g, n1, n3, (unsigned long long)off, n_l1, n_l3);
+	if (!codes_finite(d + off, (size_t)n1 + n3, code4))
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: a residual key code of layer %d head %d has a non-finite norm; the file is damaged",
+				path, l, g);
+	*codes = d + off;
+	return HSQ_OK;
+}
+
 /* Reads keys.residual into the heads it gives residuals (their L1 and L3
- * already loaded), checking every entry against them. */
+ * already loaded). */
 static hsq_status residuals_read(struct hsq_tiers *t, const char *path, const tier_blob *blob)
 {
 	hsq_status st;
-	int H = t->n_head_kv, n_heads = t->n_layer * H;
-	const uint8_t *d = blob->data;
-	uint64_t size = blob->size, table = TIER_RES_HEADER + TIER_RES_ENTRY * (uint64_t)n_heads;
-	if (t->mode != HSQ_MODE_HSQ || size < table || get_u32(d) != (uint32_t)t->n_layer ||
-	    get_u32(d + 4) != (uint32_t)H || get_u32(d + 8) != (uint32_t)t->code4 || get_u32(d + 12))
-		return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'keys.residual' (%llu bytes) does not describe %d layers x %d heads with %zu-byte codes in an hsq snapshot; the file is damaged",
-				path, (unsigned long long)size, t->n_layer, H, t->code4);
-	for (int i = 0; i < n_heads; i++) {
+	int H = t->n_head_kv;
+	if (t->mode != HSQ_MODE_HSQ)
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'keys.residual' in a %s snapshot, where only hsq has retrieval heads; the file is damaged",
+				path, hsq_mode_name(t->mode));
+	for (int i = 0; i < t->n_layer * H; i++) {
 		tier_head *h = &t->layers[i / H].heads[i % H];
-		const uint8_t *e = d + TIER_RES_HEADER + TIER_RES_ENTRY * (size_t)i;
-		uint32_t flags = get_u32(e), n1 = get_u32(e + 4), n3 = get_u32(e + 8);
-		uint64_t off = get_u64(e + 16), bytes = get_u64(e + 24);
-		if (flags & ~TIER_RES_HAS || get_u32(e + 12) ||
-		    (!(flags & TIER_RES_HAS) && (n1 || n3 || off || bytes)))
-			return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'keys.residual' has a malformed entry for layer %d head %d; the file is damaged",
-					path, i / H, i % H);
-		if (!(flags & TIER_RES_HAS))
+		const uint8_t *codes;
+		if ((st = tier_residual_entry(path, blob, t->n_layer, H, t->code4, i, h->n_l1, h->n_l3, &codes)))
+			return st;
+		if (!codes)
 			continue;
-		if (n1 != (uint32_t)h->n_l1 || n3 != (uint32_t)h->n_l3 ||
-		    bytes != tier_res_bytes((uint64_t)n1 + n3, t->code4) || off % 64 || off < table ||
-		    !inside(off, bytes, size))
-			return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'keys.residual' gives layer %d head %d %u + %u residual codes at offset %llu, but the head holds %d + %d tokens (or the block leaves the section); the file is damaged",
-					path, i / H, i % H, n1, n3, (unsigned long long)off, h->n_l1, h->n_l3);
-		if (!codes_finite(d + off, (size_t)n1 + n3, t->code4))
-			return hsq_fail(HSQ_ERR_FORMAT, "%s: a residual key code of layer %d head %d has a non-finite norm; the file is damaged",
-					path, i / H, i % H);
 		if ((st = tiers_head_enable_res(t, h)))
 			return st;
-		memcpy(h->l1_res, d + off, (size_t)n1 * t->code4);
-		memcpy(h->l3_res, d + off + (size_t)n1 * t->code4, (size_t)n3 * t->code4);
+		memcpy(h->l1_res, codes, (size_t)h->n_l1 * t->code4);
+		memcpy(h->l3_res, codes + (size_t)h->n_l1 * t->code4, (size_t)h->n_l3 * t->code4);
 	}
 	return HSQ_OK;
 }
@@ -529,7 +544,7 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 	free(ind);
 	if (!st && !(st = tiers_pick_retrieval(t)) && b[TIER_S_RESIDUAL].size &&
 	    !(st = residuals_read(t, path, &b[TIER_S_RESIDUAL])))
-		st = tiers_decode_working(t);
+		tiers_refresh_residual_heads(t);
 	goto fail;
 nomem:
 	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory reading the tiers of %s", path);

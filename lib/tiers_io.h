@@ -97,6 +97,11 @@ static inline uint64_t tier_centres_bytes(int n_heads, int head_dim)
 #define TIER_RES_HAS 1u
 /* Residual bytes of a head with n_l1 + n_l3 tokens (0 without residuals). */
 static inline uint64_t tier_res_bytes(uint64_t n_tokens, uint64_t code4) { return n_tokens * code4; }
+/* Entry i (layer-major) of keys.residual, checked with the section's
+ * table against the head's n_l1 and n_l3 tokens: *codes is the head's
+ * n_l1 + n_l3 codes, or NULL when the head has no residuals. */
+hsq_status tier_residual_entry(const char *path, const tier_blob *blob, int n_layer, int n_head_kv, size_t code4,
+			       int i, int n_l1, int n_l3, const uint8_t **codes);
 
 /* Builds the sections (blobs[i] named tier_section_names[i]); an optional
  * section the mode has no use for is left empty (size 0, not written). */

@@ -12,7 +12,7 @@ static const char DESCRIPTION[] =
 	"Generate text from a prompt and stream it to standard output. With -s, resume from a\n"
 	"snapshot written by hsq-prefill: the prompt continues the document stored in it.";
 
-enum { OPT_TEMP = 256, OPT_TOP_K, OPT_TOP_P, OPT_SEED, OPT_CHAT, OPT_SYSTEM, OPT_IGNORE_EOS, OPT_BUDGET, OPT_RETRIEVAL, OPT_TRACE };
+enum { OPT_TEMP = 256, OPT_TOP_K, OPT_TOP_P, OPT_SEED, OPT_CHAT, OPT_SYSTEM, OPT_IGNORE_EOS, OPT_BUDGET, OPT_RETRIEVAL, OPT_NO_RESIDUAL, OPT_TRACE };
 
 static const cli_option options[] = {
 	{ "model", 'm', "FILE", "GGUF model (default: $HSQ_MODEL or the installed default)", 'm' },
@@ -32,6 +32,7 @@ static const cli_option options[] = {
 	{ "ignore-eos", 0, NULL, "keep generating past end-of-sequence tokens", OPT_IGNORE_EOS },
 	{ "budget", 0, "N", "hsq snapshots: tokens per KV head fetched from L3 each step; 0 = none, 'all', 'default' (n/4, >= 256)", OPT_BUDGET },
 	{ "retrieval-heads", 0, "N", "hsq snapshots: the N heads with the highest induction score fetch every group; 'default' (one in six)", OPT_RETRIEVAL },
+	{ "no-residual-keys", 0, NULL, "hsq snapshots: decode keys from their 4-bit codes alone, ignoring residual codes", OPT_NO_RESIDUAL },
 	{ "trace", 0, "FILE", "hsq snapshots: record router hits (position, layer, head, groups) to FILE", OPT_TRACE },
 	{ "verbose", 'v', NULL, "print timings to standard error", 'v' },
 	{ 0 },
@@ -61,7 +62,7 @@ int main(int argc, char **argv)
 {
 	const char *model_arg = NULL, *snap = NULL, *prompt = NULL, *prompt_file = NULL, *system = NULL;
 	const char *trace_path = NULL;
-	int budget = 0, budget_given = 0, retrieval = 0, retrieval_given = 0;
+	int budget = 0, budget_given = 0, retrieval = 0, retrieval_given = 0, no_residual = 0;
 	long n_predict = 128;
 	int chat = 0, ignore_eos = 0, verbose = 0, seed_given = 0;
 	hsq_context_params cp = hsq_context_default_params();
@@ -96,6 +97,7 @@ int main(int argc, char **argv)
 							       : (int)cli_long(PROG, "--retrieval-heads", optarg, 0, 1 << 20);
 			retrieval_given = 1;
 			break;
+		case OPT_NO_RESIDUAL: no_residual = 1; break;
 		case OPT_TRACE: trace_path = optarg; break;
 		case 'v': verbose = 1; break;
 		}
@@ -141,13 +143,15 @@ int main(int argc, char **argv)
 	}
 	double t_load = cli_now() - t0;
 	FILE *trace = NULL;
-	if ((budget_given || retrieval_given || trace_path) && hsq_context_mode(ctx) != HSQ_MODE_HSQ)
-		cli_usage_error(PROG, "--budget, --retrieval-heads and --trace need an hsq snapshot; %s is %s",
+	if ((budget_given || retrieval_given || no_residual || trace_path) && hsq_context_mode(ctx) != HSQ_MODE_HSQ)
+		cli_usage_error(PROG, "--budget, --retrieval-heads, --no-residual-keys and --trace need an hsq snapshot; %s is %s",
 				snap ? snap : "(no snapshot)", snap ? hsq_mode_name(hsq_context_mode(ctx)) : "not given");
 	if (budget_given && (st = hsq_context_set_budget(ctx, budget)))
 		cli_die_status(PROG, EXIT_USAGE, st);
 	if (retrieval_given && (st = hsq_context_set_retrieval_heads(ctx, retrieval)))
 		cli_die_status(PROG, EXIT_USAGE, st);
+	if (no_residual && (st = hsq_context_use_residual_keys(ctx, 0)))
+		cli_die_status(PROG, EXIT_FAILURE_RUNTIME, st);
 	if (trace_path) {
 		if (!(trace = fopen(trace_path, "w")))
 			cli_die(PROG, EXIT_FAILURE_RUNTIME, "cannot write the trace %s: %s", trace_path, strerror(errno));
@@ -234,9 +238,10 @@ int main(int argc, char **argv)
 			PROG, snap ? "snapshot load" : "setup", t_load, n_prompt, t_prompt,
 			t_prompt > 0 ? n_prompt / t_prompt : 0.0, n_gen, t_gen, t_gen > 0 ? n_gen / t_gen : 0.0);
 	if (verbose && hsq_context_mode(ctx) == HSQ_MODE_HSQ)
-		fprintf(stderr, "%s: budget %d tokens per head; %d retrieval head%s fetch every group\n", PROG,
-			hsq_context_budget(ctx), hsq_context_retrieval_heads(ctx),
-			hsq_context_retrieval_heads(ctx) == 1 ? "" : "s");
+		fprintf(stderr, "%s: budget %d tokens per head; %d retrieval head%s fetch every group; %d head%s decode keys with residual codes\n",
+			PROG, hsq_context_budget(ctx), hsq_context_retrieval_heads(ctx),
+			hsq_context_retrieval_heads(ctx) == 1 ? "" : "s", hsq_context_residual_keys(ctx),
+			hsq_context_residual_keys(ctx) == 1 ? "" : "s");
 	if (trace && fclose(trace) != 0)
 		cli_die(PROG, EXIT_FAILURE_RUNTIME, "cannot write the trace %s: %s", trace_path, strerror(errno));
 	hsq_sampler_free(sampler);

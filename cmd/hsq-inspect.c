@@ -852,11 +852,13 @@ static void print_retrieval(const hsq_tier_map *m)
 	if (shown)
 		printf(" (layer.head induction; the %d head%s hsq-decode fetches in full by default)\n", shown,
 		       shown == 1 ? "" : "s");
+	else
+		printf("none (no head has an induction score; a format 1.1 snapshot stores none)\n");
 	if (n_res)
 		printf("residual:   %d head%s keep a second 4-bit code of each key's error (section keys.residual)\n",
 		       n_res, n_res == 1 ? "" : "s");
-	else
-		printf("none (no head has an induction score; a format 1.1 snapshot stores none)\n");
+	else if (shown)
+		printf("residual:   none (every key decodes from its 4-bit code)\n");
 }
 
 static void print_tiers(const report *r)

@@ -14,7 +14,7 @@ static const char DESCRIPTION[] =
 	"stores the three-tier compressed cache (hsq(7)).";
 
 enum { OPT_MODE = 256, OPT_CHAT, OPT_SYSTEM, OPT_ZSTD, OPT_SINKS, OPT_WINDOW, OPT_L1, OPT_GROUP, OPT_MEDIUM,
-       OPT_OBS, OPT_READER, OPT_COMPRESSOR, OPT_KEEP, OPT_SEED };
+       OPT_OBS, OPT_READER, OPT_COMPRESSOR, OPT_KEEP, OPT_SEED, OPT_RESIDUAL };
 
 static const cli_option options[] = {
 	{ "model", 'm', "FILE", "GGUF model (default: $HSQ_MODEL or the installed default)", 'm' },
@@ -30,6 +30,7 @@ static const cli_option options[] = {
 	{ "reader", 0, "NAME", "obs-attention (default) or key-norm", OPT_READER },
 	{ "compressor", 0, "NAME", "obs-weighted (default) or mean", OPT_COMPRESSOR },
 	{ "keep", 0, "N", "streaming/snapkv: tokens kept per head (default: the bytes of hsq's fast tier)", OPT_KEEP },
+	{ "residual-heads", 0, "N", "hsq: heads whose keys get a residual code (about 8 bits); 'default' (the retrieval heads), 'all', 0 = none", OPT_RESIDUAL },
 	{ "seed", 0, "N", "TurboQuant rotation seed (default 310635462657)", OPT_SEED },
 	{ "threads", 't', "N", "CPU threads (default: all cores)", 't' },
 	{ "ctx-size", 'c', "N", "context size in tokens (default: the model's)", 'c' },
@@ -93,6 +94,12 @@ int main(int argc, char **argv)
 			tier_opts++;
 			break;
 		case OPT_KEEP: tp.keep = (int)cli_long(PROG, "--keep", optarg, 1, 1 << 24); tier_opts++; break;
+		case OPT_RESIDUAL:
+			tp.residual_heads = !strcmp(optarg, "default") ? HSQ_RESIDUAL_DEFAULT
+					    : !strcmp(optarg, "all")   ? HSQ_RESIDUAL_ALL
+								       : (int)cli_long(PROG, "--residual-heads", optarg, 0, 1 << 20);
+			tier_opts++;
+			break;
 		case OPT_SEED: tp.seed = (uint64_t)cli_long(PROG, "--seed", optarg, 0, 0x7fffffffffffffffL); tier_opts++; break;
 		case 't': cp.n_threads = (int)cli_long(PROG, "-t", optarg, 1, 256); break;
 		case 'c': cp.n_ctx = (int)cli_long(PROG, "-c", optarg, 1, 1 << 24); break;

@@ -79,8 +79,32 @@ hsq_status hsq_context_set_retrieval_heads(hsq_context *ctx, int n)
 		ctx->tiers->retrieval_heads = before; /* the marks were left as they were */
 		return st;
 	}
+	return HSQ_OK;
+}
+
+hsq_status hsq_context_use_residual_keys(hsq_context *ctx, int on)
+{
+	if (!ctx || !ctx->tiers)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "residual keys need a compressed context; this one is %s",
+				ctx ? hsq_mode_name(hsq_context_mode(ctx)) : "missing");
+	if (on != 0 && on != 1)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "residual keys: %d is neither 0 (off) nor 1 (on)", on);
+	if (ctx->tiers->res_off == !on)
+		return HSQ_OK;
+	ctx->tiers->res_off = !on;
 	tiers_refresh_residual_heads(ctx->tiers); /* L1 keys with or without residuals */
 	return HSQ_OK;
+}
+
+int hsq_context_residual_keys(const hsq_context *ctx)
+{
+	const struct hsq_tiers *t = ctx->tiers;
+	int n = 0;
+	if (t && !t->res_off)
+		for (int l = 0; l < t->n_layer; l++)
+			for (int h = 0; h < t->n_head_kv; h++)
+				n += t->layers[l].heads[h].has_res;
+	return n;
 }
 
 int hsq_context_retrieval_heads(const hsq_context *ctx)

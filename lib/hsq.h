@@ -197,11 +197,22 @@ typedef struct hsq_tier_params {
 	uint64_t seed;         /* TurboQuant rotation seed (L1/L3 and L2 codecs) */
 	int keep;              /* streaming/snapkv: tokens kept per KV head; 0 = the
 				* tokens whose 4-bit bytes equal the fast tier hsq builds */
+	int residual_heads;    /* hsq: KV heads whose keys get a residual code (about 8
+				* bits of key instead of 4): HSQ_RESIDUAL_DEFAULT = the
+				* retrieval heads marked at compression, HSQ_RESIDUAL_ALL =
+				* every global-attention head, 0 = none, n = the n heads
+				* with the highest induction score above 0 (fewer if fewer
+				* score above 0). A compressed or loaded context reports
+				* the number of heads that have residual codes (the tiers
+				* section does not store the setting). */
 } hsq_tier_params;
+
+#define HSQ_RESIDUAL_DEFAULT (-1)
+#define HSQ_RESIDUAL_ALL (-2)
 
 /* sinks 4, window 64, l1_fraction 0.03, group_size 16, medium_fraction 0.25,
  * obs_window 32, obs-attention reader, obs-weighted compressor, seed
- * 0x4853510001 (310635462657). */
+ * 0x4853510001 (310635462657), residual_heads HSQ_RESIDUAL_DEFAULT. */
 hsq_tier_params hsq_tier_default_params(void);
 
 /* Re-encodes the KV cache of ctx (positions 0..n_past-1) in mode (quant,
@@ -216,8 +227,8 @@ const hsq_tier_params *hsq_context_tier_params(const hsq_context *ctx);
 /* Routing budget: tokens per KV head the router fetches from L3 at each
  * step. 0 fetches nothing (only L1, the summaries and the tail are
  * attended); HSQ_BUDGET_ALL fetches every group (the reversibility check:
- * with no retrieval heads, decoding then equals mode quant up to summation
- * order; a retrieval head decodes its keys with their residual codes);
+ * with no retrieval heads and the residual keys off, decoding then equals
+ * mode quant up to summation order);
  * HSQ_BUDGET_DEFAULT (the initial value) is hsq_default_budget of the
  * context length, re-evaluated as the context grows. */
 #define HSQ_BUDGET_ALL (-1)
@@ -237,15 +248,25 @@ int hsq_default_budget(int n_tokens);
  * budget of 0 nothing is fetched. HSQ_RETRIEVAL_DEFAULT (the initial
  * value) is hsq_default_retrieval_heads of the model's global-attention
  * KV heads. Snapshots store the scores (format 1.2); a 1.1 snapshot has
- * none, so no head is a retrieval head. The heads marked when an hsq
- * context is compressed also keep residual key codes (format 1.4): while
- * marked, they decode every key from two 4-bit codes, about 8 bits. */
+ * none, so no head is a retrieval head. By default the heads marked when
+ * an hsq context is compressed also get residual key codes (format 1.4;
+ * hsq_tier_params.residual_heads); moving the marks later does not move
+ * the residuals. */
 #define HSQ_RETRIEVAL_DEFAULT (-1)
 hsq_status hsq_context_set_retrieval_heads(hsq_context *ctx, int n);
 int hsq_context_retrieval_heads(const hsq_context *ctx); /* heads marked now */
 /* One in six of the global-attention KV heads, rounded up (15 of
  * SmolLM2's 90; chosen on needle trials, docs/tiers.md). */
 int hsq_default_retrieval_heads(int n_global_heads);
+
+/* Residual keys. A head with residual codes (hsq_tier_params.residual_heads)
+ * decodes each key from its 4-bit code plus the 4-bit code of that code's
+ * error, about 8 bits, whether or not it is a retrieval head. on = 0 turns
+ * this off for the context (keys from their 4-bit codes alone: the
+ * reversibility check, or to measure what the residuals buy); on = 1 (the
+ * initial state) turns it back on. Needs a compressed context. */
+hsq_status hsq_context_use_residual_keys(hsq_context *ctx, int on);
+int hsq_context_residual_keys(const hsq_context *ctx); /* heads decoding with residuals now */
 
 /* Router trace: called for every token, layer and KV head of an hsq
  * context with the groups fetched (ids in the head's L2 order). The

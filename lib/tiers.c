@@ -28,6 +28,7 @@ hsq_tier_params hsq_tier_default_params(void)
 		.compressor = HSQ_COMPRESSOR_OBS_WEIGHTED,
 		.seed = 0x4853510001ull,
 		.keep = 0,
+		.residual_heads = HSQ_RESIDUAL_DEFAULT,
 	};
 	return p;
 }
@@ -87,6 +88,23 @@ void tiers_pick_top(const float *score, const uint8_t *eligible, int n, int want
 	}
 }
 
+/* The heads that get residual key codes when the tiers are built, in
+ * picked[n] (layer-major), from params.residual_heads: the retrieval marks,
+ * every global head, none, or the top heads by induction score. */
+static void pick_residual(const struct hsq_tiers *t, const float *score, const uint8_t *global, int n,
+			  uint8_t *picked)
+{
+	int want = t->mode == HSQ_MODE_HSQ ? t->params.residual_heads : 0;
+	if (want == HSQ_RESIDUAL_DEFAULT) {
+		for (int i = 0; i < n; i++)
+			picked[i] = t->layers[i / t->n_head_kv].heads[i % t->n_head_kv].retrieval;
+	} else if (want == HSQ_RESIDUAL_ALL) {
+		memcpy(picked, global, (size_t)n);
+	} else {
+		tiers_pick_top(score, global, n, want, picked);
+	}
+}
+
 hsq_status tiers_pick_retrieval(struct hsq_tiers *t)
 {
 	int n = t->n_layer * t->n_head_kv, n_global = 0;
@@ -133,6 +151,10 @@ static hsq_status check_params(const hsq_tier_params *p)
 	if (p->compressor != HSQ_COMPRESSOR_MEAN && p->compressor != HSQ_COMPRESSOR_OBS_WEIGHTED)
 		return hsq_fail(HSQ_ERR_INVALID_ARG, "unknown compressor %d; use mean or obs-weighted",
 				(int)p->compressor);
+	if (p->residual_heads < HSQ_RESIDUAL_ALL)
+		return hsq_fail(HSQ_ERR_INVALID_ARG,
+				"residual heads %d is out of range; use a head count, HSQ_RESIDUAL_ALL or HSQ_RESIDUAL_DEFAULT",
+				p->residual_heads);
 	if (p->keep < 0)
 		return hsq_fail(HSQ_ERR_INVALID_ARG, "keep %d is negative; use 0 (automatic) or a token count", p->keep);
 	return HSQ_OK;
@@ -402,7 +424,7 @@ void tiers_decode_token_res(const struct hsq_tiers *t, const tier_head *h, const
 			    float *k_pre, float *v)
 {
 	tiers_decode_token(t, h, code, k_pre, v);
-	if (!tiers_head_uses_res(h))
+	if (!tiers_head_uses_res(t, h))
 		return;
 	float r[HSQ_CODEC_MAX_DIM];
 	hsq_codec_decode(t->c4, res, 1, r);
@@ -1022,23 +1044,35 @@ static hsq_status residuals_of(const struct hsq_tiers *t, const tier_head *h, co
 hsq_status tiers_build_residuals(hsq_context *ctx, struct hsq_tiers *t)
 {
 	hsq_status st = HSQ_OK;
-	int n = ctx->n_past, hd = t->head_dim, H = t->n_head_kv;
+	int n = ctx->n_past, hd = t->head_dim, H = t->n_head_kv, n_heads = t->n_layer * H;
 	size_t kvw = (size_t)H * hd;
-	float *k = NULL;
+	float *k = NULL, *score = malloc((size_t)n_heads * sizeof *score);
+	uint8_t *global = malloc((size_t)n_heads), *picked = malloc((size_t)n_heads);
+	if (!score || !global || !picked) {
+		st = hsq_fail(HSQ_ERR_NOMEM, "out of memory picking the residual heads");
+		goto done;
+	}
+	for (int i = 0; i < n_heads; i++) {
+		score[i] = t->layers[i / H].heads[i % H].induction;
+		global[i] = !t->layers[i / H].window;
+	}
+	pick_residual(t, score, global, n_heads, picked);
 	for (int l = 0; l < t->n_layer && n > 0; l++) {
 		tier_layer *L = &t->layers[l];
 		int any = 0;
 		for (int g = 0; g < H; g++)
-			any |= L->heads[g].retrieval;
+			any |= picked[l * H + g];
 		if (!any)
 			continue;
-		if (!k && !(k = malloc((size_t)n * kvw * sizeof *k)))
-			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the residual key codes of %d tokens", n);
+		if (!k && !(k = malloc((size_t)n * kvw * sizeof *k))) {
+			st = hsq_fail(HSQ_ERR_NOMEM, "out of memory for the residual key codes of %d tokens", n);
+			goto done;
+		}
 		context_kv_read(ctx, l, 0, 0, n, k);
 		const rope_table *R = &t->rope[L->rope_table];
 		for (int g = 0; g < H; g++) {
 			tier_head *h = &L->heads[g];
-			if (!h->retrieval)
+			if (!picked[l * H + g])
 				continue;
 			for (int i = 0; i < n; i++) /* back before RoPE */
 				tiers_rope_rows(t, R, k + (size_t)i * kvw + (size_t)g * hd, &i, 1, -1);
@@ -1049,7 +1083,13 @@ hsq_status tiers_build_residuals(hsq_context *ctx, struct hsq_tiers *t)
 		}
 	}
 	tiers_refresh_residual_heads(t);
+	t->params.residual_heads = 0; /* as built: the heads that got residual codes */
+	for (int i = 0; i < n_heads; i++)
+		t->params.residual_heads += picked[i];
 done:
 	free(k);
+	free(score);
+	free(global);
+	free(picked);
 	return st;
 }

@@ -61,9 +61,10 @@ typedef struct tier_head {
 	uint8_t *l3_code;      /* [n_l3][2][code4] K (before RoPE), V */
 
 	/* Residual key codes (section keys.residual): a second 4-bit code of
-	 * each L1 and L3 key's coding error, for the heads that were
-	 * retrieval heads when the tiers were built. A key decodes with its
-	 * residual while the head is marked as a retrieval head. */
+	 * each L1 and L3 key's coding error, for the heads picked by
+	 * params.residual_heads when the tiers were built (by default the
+	 * retrieval heads of that moment). A key decodes with its residual
+	 * unless the context turned residuals off (hsq_tiers.res_off). */
 	uint8_t has_res;       /* 1: l1_res and l3_res are kept */
 	uint8_t *l1_res;       /* [cap_l1][code4] in L1 order */
 	uint8_t *l3_res;       /* [cap_l3][code4] in L3 order */
@@ -113,6 +114,8 @@ struct hsq_tiers {
 	int budget;                  /* tokens per KV head, HSQ_BUDGET_ALL or HSQ_BUDGET_DEFAULT */
 	int retrieval_heads;         /* heads with the highest induction that fetch every
 				      * group, or HSQ_RETRIEVAL_DEFAULT */
+	int res_off;                 /* 1: heads decode keys without their residual codes
+				      * (hsq_context_use_residual_keys) */
 	uint64_t n_attend;           /* attend calls so far: the decoded-group cache's clock */
 	int n_tokens;                /* positions covered (snapshot + appended) */
 	hsq_trace_fn trace;
@@ -201,14 +204,18 @@ void tiers_decode_token(const struct hsq_tiers *t, const tier_head *h, const uin
  * (tiers_head_uses_res; res may then not be NULL). */
 hsq_status tiers_encode_residual(const struct hsq_tiers *t, const tier_head *h, const float *k_pre,
 				 const uint8_t *code, uint8_t *res);
-static inline int tiers_head_uses_res(const tier_head *h) { return h->has_res && h->retrieval; }
+static inline int tiers_head_uses_res(const struct hsq_tiers *t, const tier_head *h)
+{
+	return h->has_res && !t->res_off;
+}
 void tiers_decode_token_res(const struct hsq_tiers *t, const tier_head *h, const uint8_t *code, const uint8_t *res,
 			    float *k_pre, float *v);
 /* Gives head h residual storage for its current capacity (codes zero:
  * the caller fills them for every token the head holds). */
 hsq_status tiers_head_enable_res(const struct hsq_tiers *t, tier_head *h);
-/* Residual codes of the retrieval heads of a freshly built context, from
- * its full cache; each such head keeps them from then on. */
+/* Residual codes of the heads params.residual_heads picks in a freshly
+ * built context (after tiers_pick_retrieval), from its full cache; each
+ * such head keeps them from then on. */
 hsq_status tiers_build_residuals(hsq_context *ctx, struct hsq_tiers *t);
 
 /* Summary codes (L2) of a group of head h at positions pos[n] from its
@@ -249,12 +256,13 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_h
 				const uint8_t *codes, const uint8_t *res, const uint8_t *sum_code, int cls);
 /* res: the tokens' residual key codes ([n][code4]) when the head has
  * residuals (has_res), else ignored (may be NULL). Router bounds come from
- * the keys without their residuals, whichever heads are marked. */
+ * the keys without their residuals: the bounds of a head with residuals
+ * hold its keys to within the 4-bit code's error, which only orders the
+ * groups (attention reads the fetched keys as decoded). */
 
 /* Re-decodes the L1 working keys of the heads that keep residual codes
- * (with them while the head is marked, without otherwise) and empties
- * their decoded-group cache: after the residuals arrive, or after the
- * retrieval heads moved. */
+ * (with them unless residuals are off) and empties their decoded-group
+ * cache: after the residuals arrive, or after they were turned on or off. */
 void tiers_refresh_residual_heads(struct hsq_tiers *t);
 
 /* Builds the tiers of ctx from its full KV cache (positions 0..n_past-1)

@@ -545,6 +545,9 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 	if (!st && !(st = tiers_pick_retrieval(t)) && b[TIER_S_RESIDUAL].size &&
 	    !(st = residuals_read(t, path, &b[TIER_S_RESIDUAL])))
 		tiers_refresh_residual_heads(t);
+	t->params.residual_heads = 0; /* as built: the heads that have residual codes */
+	for (int i = 0; i < n_heads; i++)
+		t->params.residual_heads += t->layers[i / H].heads[i % H].has_res;
 	goto fail;
 nomem:
 	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory reading the tiers of %s", path);

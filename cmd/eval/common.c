@@ -23,6 +23,7 @@ void eval_common_init(eval_common *c, const char *sub)
 	c->methods[4] = HSQ_MODE_SNAPKV;
 	c->budget = HSQ_BUDGET_DEFAULT;
 	c->retrieval_heads = HSQ_RETRIEVAL_DEFAULT;
+	c->residual_heads = HSQ_RESIDUAL_DEFAULT;
 	snprintf(c->log_default, sizeof c->log_default, "hsq-eval-%s.jsonl", sub);
 	c->log_path = c->log_default;
 }
@@ -84,6 +85,11 @@ int eval_common_option(eval_common *c, int id, const char *arg)
 	case EOPT_RETRIEVAL:
 		c->retrieval_heads = !strcmp(arg, "default") ? HSQ_RETRIEVAL_DEFAULT
 							     : (int)cli_long(EVAL_PROG, "--retrieval-heads", arg, 0, 1 << 20);
+		return 1;
+	case EOPT_RESIDUAL:
+		c->residual_heads = !strcmp(arg, "default") ? HSQ_RESIDUAL_DEFAULT
+				    : !strcmp(arg, "all")   ? HSQ_RESIDUAL_ALL
+							    : (int)cli_long(EVAL_PROG, "--residual-heads", arg, 0, 1 << 20);
 		return 1;
 	case EOPT_JSON: c->json_path = arg; return 1;
 	case EOPT_CSV: c->csv_path = arg; return 1;

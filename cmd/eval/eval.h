@@ -40,6 +40,7 @@ enum {
 	EOPT_METHODS = 300,
 	EOPT_BUDGET,
 	EOPT_RETRIEVAL,
+	EOPT_RESIDUAL,
 	EOPT_JSON,
 	EOPT_CSV,
 	EOPT_REPORT,
@@ -58,6 +59,8 @@ enum {
 	  EOPT_BUDGET },                                                                                          \
 	{ "retrieval-heads", 0, "N", "hsq: the N heads with the highest induction score fetch every group, or 'default'", \
 	  EOPT_RETRIEVAL },                                                                                       \
+	{ "residual-heads", 0, "N", "hsq: heads whose keys get residual codes at compression: 'default', 'all' or a count", \
+	  EOPT_RESIDUAL },                                                                                        \
 	{ "model", 'm', "FILE", "GGUF model (default: $HSQ_MODEL or the installed default)", EOPT_MODEL },        \
 	{ "threads", 't', "N", "CPU threads (default: all cores)", EOPT_THREADS },                                \
 	{ "json", 0, "FILE", "write the summary as JSON to FILE", EOPT_JSON },                                    \
@@ -78,6 +81,7 @@ typedef struct eval_common {
 	hsq_snapshot_mode methods[EVAL_MAX_METHODS]; /* methods[0] is full */
 	int budget;             /* HSQ_BUDGET_DEFAULT, HSQ_BUDGET_ALL or tokens */
 	int retrieval_heads;    /* HSQ_RETRIEVAL_DEFAULT or a head count */
+	int residual_heads;     /* HSQ_RESIDUAL_DEFAULT, HSQ_RESIDUAL_ALL or a head count */
 	const char *json_path, *csv_path, *report_dir;
 	const char *log_path;
 	char log_default[64];

@@ -32,6 +32,7 @@ void eval_runner_init(eval_runner *R, const eval_common *c)
 	for (int i = 0; i < 32; i++)
 		snprintf(R->model_id + 2 * i, 3, "%02x", R->mi.identity[i]);
 	R->tp = hsq_tier_default_params();
+	R->tp.residual_heads = c->residual_heads;
 	R->n_obs = R->tp.obs_window;
 	const char *tmp = getenv("TMPDIR");
 	snprintf(R->dir, sizeof R->dir, "%s/hsq-eval.XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -74,6 +75,12 @@ void eval_runner_config(const eval_runner *R, sbuf *b)
 		sb_printf(b, ",\"retrieval_heads\":\"default\"");
 	else
 		sb_printf(b, ",\"retrieval_heads\":\"%d\"", R->c->retrieval_heads);
+	/* written only when not the default, so that logs from before the
+	 * option (which had the default) still resume */
+	if (R->c->residual_heads == HSQ_RESIDUAL_ALL)
+		sb_printf(b, ",\"residual_heads\":\"all\"");
+	else if (R->c->residual_heads != HSQ_RESIDUAL_DEFAULT)
+		sb_printf(b, ",\"residual_heads\":\"%d\"", R->c->residual_heads);
 	sb_printf(b, ",\"tiers\":{\"sinks\":%d,\"window\":%d,\"l1_fraction\":", p->sinks, p->window);
 	sb_jnum(b, p->l1_fraction);
 	sb_printf(b, ",\"group_size\":%d,\"medium_fraction\":", p->group_size);

@@ -44,6 +44,29 @@ run "$D" -m "$M" -s "$S" -t 2 -p " The first keeper was" -n 2 --retrieval-heads 
 expect "hsq-decode --retrieval-heads 2 -v says so" 0 "budget 256 tokens per head; 2 retrieval heads fetch every group"
 run "$D" -m "$M" -s "$S" -t 2 -p " The first keeper was" -n 2 --retrieval-heads many
 expect "a bad --retrieval-heads exits 2" 2 "--retrieval-heads"
+run "$D" -m "$M" -s "$S" -t 2 -p " The first keeper was" -n 2 --retrieval-heads 0 -v
+expect "unmarked heads keep their residual keys (-v)" 0 "0 retrieval heads fetch every group; 15 heads decode keys with residual codes"
+run "$D" -m "$M" -s "$S" -t 2 -p " The first keeper was" -n 2 --no-residual-keys -v
+expect "--no-residual-keys turns them off (-v)" 0 "15 retrieval heads fetch every group; 0 heads decode keys with residual codes"
+
+# --- --residual-heads at prefill: every head, none, a bad value
+run "$P" -m "$M" --mode hsq -t 2 --residual-heads all -o "$TMP/rall.hsq" -f "$TMP/doc.txt"
+expect "hsq-prefill --residual-heads all succeeds" 0 ""
+run "$I" "$TMP/rall.hsq"; expect "inspect of --residual-heads all succeeds" 0 ""
+expect_out "--residual-heads all gives every head residual keys" "^residual: +90 heads keep a second 4-bit code"
+expect_out "...and the same retrieval heads" "the 15 heads hsq-decode fetches in full by default"
+run "$P" -m "$M" --mode hsq -t 2 --residual-heads 0 -o "$TMP/rnone.hsq" -f "$TMP/doc.txt"
+expect "hsq-prefill --residual-heads 0 succeeds" 0 ""
+run "$I" --verify "$TMP/rnone.hsq"; expect "inspect of --residual-heads 0 succeeds" 0 ""
+expect_out "--residual-heads 0 gives no head residual keys" "^residual: +none \(every key decodes from its 4-bit code\)\$"
+printf '%s' "$out" | grep -q "keys.residual" && fail "--residual-heads 0 still wrote keys.residual" || ok "--residual-heads 0 writes no keys.residual section"
+s_all=$(wc -c < "$TMP/rall.hsq"); s_def=$(wc -c < "$S"); s_none=$(wc -c < "$TMP/rnone.hsq")
+[ "$s_none" -lt "$s_def" ] && [ "$s_def" -lt "$s_all" ] && ok "snapshot sizes: none $s_none < default $s_def < all $s_all" ||
+	fail "snapshot sizes: none $s_none, default $s_def, all $s_all"
+run "$P" -m "$M" --mode hsq -t 2 --residual-heads some -o "$TMP/rbad.hsq" -f "$TMP/doc.txt"
+expect "a bad --residual-heads exits 2" 2 "--residual-heads"
+run "$P" -m "$M" --mode full -t 2 --residual-heads all -o "$TMP/rbad.hsq" -f "$TMP/doc.txt"
+expect "--residual-heads with --mode full exits 2" 2 "do not apply to --mode full"
 head -n 1 "$T" | grep -q '^# hsq trace 1' && ok "the trace starts with its comment" || fail "trace head: $(head -n 1 "$T")"
 bad=$(grep -v '^#' "$T" | grep -Evc "^[0-9]+$TAB[0-9]+$TAB[0-9]+$TAB([0-9]+(,[0-9]+)*|-)\$")
 [ "$bad" -eq 0 ] && [ "$n_data" -gt 0 ] && [ $((n_data % 90)) -eq 0 ] &&
@@ -212,7 +235,9 @@ run "$I" --trace "$TMP/missing.txt" "$S"; expect "a missing trace exits 4" 4 "ca
 awk 'BEGIN { RS = ""; ORS = "\n\n" } NR <= 2' "$doc" > "$TMP/short.txt"
 run "$P" -m "$M" --mode quant -t 2 -o "$TMP/q.hsq" -f "$TMP/short.txt"; expect "prefill --mode quant succeeds" 0 ""
 run "$D" -m "$M" -s "$TMP/q.hsq" -t 2 -p " x" -n 1 --retrieval-heads 1
-expect "--retrieval-heads on a quant snapshot exits 2" 2 "--budget, --retrieval-heads and --trace need an hsq snapshot; .*q\.hsq is quant"
+expect "--retrieval-heads on a quant snapshot exits 2" 2 "--budget, --retrieval-heads, --no-residual-keys and --trace need an hsq snapshot; .*q\.hsq is quant"
+run "$D" -m "$M" -s "$TMP/q.hsq" -t 2 -p " x" -n 1 --no-residual-keys
+expect "--no-residual-keys on a quant snapshot exits 2" 2 "need an hsq snapshot; .*q\.hsq is quant"
 run "$I" "$TMP/q.hsq"; expect "inspect of a quant snapshot succeeds" 0 ""
 expect_out "quant shows its mode" "mode: +quant"
 expect_out "quant shows zero groups" "L2: +0 groups"

@@ -7,10 +7,10 @@
  * routing (one routing decision per KV head, shared by its query heads).
  *
  *   reversibility   budget HSQ_BUDGET_ALL fetches every group: without
- *                   retrieval heads (whose keys add their residual codes)
- *                   logits equal mode quant within 2e-3 (same codes, same
+ *                   retrieval heads and with the residual keys off, logits
+ *                   equal mode quant within 2e-3 (same codes, same
  *                   decoding; only the order of the softmax sums differs),
- *                   and with them they differ;
+ *                   and with the residual keys on they differ;
  *   budget 0        nothing is fetched (trace), the captured attention mass
  *                   is below 1 and the logits differ from the full fetch;
  *   routing         with a small budget the router fetches groups whose
@@ -153,18 +153,20 @@ Test(tiers, budget_all_equals_quant)
 	hsq_context *q = prefill(&d, HSQ_MODE_QUANT), *h = prefill(&d, HSQ_MODE_HSQ), *r = prefill(&d, HSQ_MODE_HSQ);
 	cr_assert_eq(hsq_context_set_budget(h, HSQ_BUDGET_ALL), HSQ_OK);
 	cr_assert_eq(hsq_context_set_retrieval_heads(h, 0), HSQ_OK);
+	cr_assert_eq(hsq_context_use_residual_keys(h, 0), HSQ_OK);
 	cr_assert_eq(hsq_context_set_budget(r, HSQ_BUDGET_ALL), HSQ_OK);
-	cr_assert_gt(hsq_context_retrieval_heads(r), 0);
+	cr_assert_eq(hsq_context_set_retrieval_heads(r, 0), HSQ_OK);
+	cr_assert_gt(hsq_context_residual_keys(r), 0);
 	hsq_tier_stats ts;
 	hsq_context_tier_stats(h, &ts);
 	cr_assert_gt(ts.n_group, 0, "hsq built no groups");
 	float *a = continue_logits(&d, q), *b = continue_logits(&d, h), *c = continue_logits(&d, r);
 	double diff = max_abs_diff(a, b, (size_t)N_NEXT * d.info.n_vocab);
 	double dres = max_abs_diff(a, c, (size_t)N_NEXT * d.info.n_vocab);
-	fprintf(stderr, "tiers: budget all vs quant: max |logit diff| %.2e over %d steps (%.2e with the retrieval heads' residual keys)\n",
+	fprintf(stderr, "tiers: budget all vs quant: max |logit diff| %.2e over %d steps (%.2e with the residual keys on)\n",
 		diff, N_NEXT, dres);
 	cr_assert_leq(diff, 2e-3, "budget-all hsq differs from quant by %g", diff);
-	cr_assert_gt(dres, 1e-3, "the retrieval heads' residual keys should change the logits (%g)", dres);
+	cr_assert_gt(dres, 1e-3, "the residual keys should change the logits (%g)", dres);
 	free(a);
 	free(b);
 	free(c);

@@ -9,9 +9,11 @@
  *     at compression, and there are some;
  *   - with its residual a key decodes many times closer to the original
  *     than from its 4-bit code alone (L1 and L3); values do not change;
- *   - moving the marks (hsq_context_set_retrieval_heads) moves the
- *     precision: an unmarked head decodes its keys from the 4-bit codes
- *     alone, and marking it again brings the residuals back;
+ *   - moving the marks (hsq_context_set_retrieval_heads) leaves the
+ *     precision where it is; hsq_context_use_residual_keys turns the
+ *     residuals off (keys from the 4-bit codes alone) and on again;
+ *   - hsq_tier_params.residual_heads picks the heads: none, every global
+ *     head, or the n with the highest induction scores;
  *   - a snapshot stores them (format 1.4, section keys.residual without
  *     the required bit) and a loaded one decodes every L1 row and residual
  *     identically; counts that disagree with a head's tokens, unknown flag
@@ -34,6 +36,7 @@
 
 static hsq_model *model;
 static hsq_context *hsq;
+static hsq_token *toks; /* the document's first n_tok tokens */
 static float *full_k; /* [n_layer][n_tok][n_head_kv * head_dim] K after RoPE, before compression */
 static int n_tok;
 static char snap_path[64];
@@ -60,7 +63,6 @@ static void setup(void)
 	cr_assert_not_null(text);
 	len = fread(text, 1, (1 << 16) - 1, f);
 	fclose(f);
-	hsq_token *toks = NULL;
 	cr_assert_eq(hsq_tokenize(model, text, len, -1, 0, &toks, &n), HSQ_OK, "%s", hsq_last_error());
 	free(text);
 	n_tok = (int)(n < 900 ? n : 900);
@@ -68,7 +70,6 @@ static void setup(void)
 	hsq_context_params cp = params();
 	cr_assert_eq(hsq_context_new(model, &cp, &hsq), HSQ_OK, "%s", hsq_last_error());
 	cr_assert_eq(hsq_context_eval(hsq, toks, (size_t)n_tok, NULL, 0), HSQ_OK, "%s", hsq_last_error());
-	hsq_free(toks);
 	hsq_model_info mi;
 	hsq_model_get_info(model, &mi);
 	size_t plane = (size_t)n_tok * mi.n_head_kv * mi.head_dim;
@@ -86,10 +87,12 @@ static void teardown(void)
 {
 	hsq_context_free(hsq);
 	hsq_model_free(model);
+	hsq_free(toks);
 	free(full_k);
 	unlink(snap_path);
 	hsq = NULL;
 	model = NULL;
+	toks = NULL;
 	full_k = NULL;
 }
 
@@ -179,30 +182,107 @@ static void l1_keys_are(const struct hsq_tiers *t, int l, const tier_head *h, in
 	}
 }
 
-Test(tier_residual, moving_the_marks_moves_the_precision)
+Test(tier_residual, the_marks_leave_the_precision)
 {
 	if (!model)
 		cr_skip_test("HSQ_TEST_MODEL not set (run 'make model')");
 	const struct hsq_tiers *t = hsq->tiers;
-	int n = hsq_context_retrieval_heads(hsq);
+	int n_res = hsq_context_residual_keys(hsq);
 	cr_assert_eq(hsq_context_set_retrieval_heads(hsq, 0), HSQ_OK, "%s", hsq_last_error());
+	cr_assert_eq(hsq_context_retrieval_heads(hsq), 0);
+	cr_assert_eq(hsq_context_residual_keys(hsq), n_res, "unmarking the heads keeps their residuals in use");
 	for (int l = 0; l < t->n_layer; l++)
 		for (int g = 0; g < t->n_head_kv; g++) {
 			const tier_head *h = &t->layers[l].heads[g];
-			cr_assert(!tiers_head_uses_res(h));
+			cr_assert_eq(tiers_head_uses_res(t, h), h->has_res, "layer %d head %d", l, g);
+			if (h->has_res)
+				l1_keys_are(t, l, h, 1);
+		}
+}
+
+Test(tier_residual, residual_keys_turn_off_and_on)
+{
+	if (!model)
+		cr_skip_test("HSQ_TEST_MODEL not set (run 'make model')");
+	const struct hsq_tiers *t = hsq->tiers;
+	int n_res = hsq_context_residual_keys(hsq);
+	cr_assert_gt(n_res, 0);
+	cr_assert_eq(hsq_context_use_residual_keys(hsq, 0), HSQ_OK, "%s", hsq_last_error());
+	cr_assert_eq(hsq_context_residual_keys(hsq), 0);
+	for (int l = 0; l < t->n_layer; l++)
+		for (int g = 0; g < t->n_head_kv; g++) {
+			const tier_head *h = &t->layers[l].heads[g];
+			cr_assert(!tiers_head_uses_res(t, h));
 			if (h->has_res)
 				l1_keys_are(t, l, h, 0);
 		}
-	cr_assert_eq(hsq_context_set_retrieval_heads(hsq, HSQ_RETRIEVAL_DEFAULT), HSQ_OK, "%s", hsq_last_error());
-	cr_assert_eq(hsq_context_retrieval_heads(hsq), n);
+	cr_assert_eq(hsq_context_use_residual_keys(hsq, 1), HSQ_OK, "%s", hsq_last_error());
+	cr_assert_eq(hsq_context_residual_keys(hsq), n_res);
 	for (int l = 0; l < t->n_layer; l++)
 		for (int g = 0; g < t->n_head_kv; g++) {
 			const tier_head *h = &t->layers[l].heads[g];
 			if (h->has_res) {
-				cr_assert(tiers_head_uses_res(h), "layer %d head %d is marked again", l, g);
+				cr_assert(tiers_head_uses_res(t, h), "layer %d head %d uses its residuals again", l, g);
 				l1_keys_are(t, l, h, 1);
 			}
 		}
+	cr_assert_eq(hsq_context_use_residual_keys(hsq, 2), HSQ_ERR_INVALID_ARG);
+	cr_assert_not_null(strstr(hsq_last_error(), "2 is neither"), "%s", hsq_last_error());
+}
+
+/* The heads that have residual codes after compressing the document again
+ * with residual_heads = want, in picked[] (layer-major); returns how many. */
+static int residual_heads_with(int want, uint8_t *picked, float *induction, uint8_t *global)
+{
+	hsq_context_params cp = params();
+	hsq_context *c = NULL;
+	cr_assert_eq(hsq_context_new(model, &cp, &c), HSQ_OK, "%s", hsq_last_error());
+	cr_assert_eq(hsq_context_eval(c, toks, (size_t)n_tok, NULL, 0), HSQ_OK, "%s", hsq_last_error());
+	hsq_tier_params tp = hsq_tier_default_params();
+	tp.window = 16;
+	tp.residual_heads = want;
+	cr_assert_eq(hsq_context_compress(c, HSQ_MODE_HSQ, &tp), HSQ_OK, "%s", hsq_last_error());
+	const struct hsq_tiers *t = c->tiers;
+	int n = 0;
+	for (int i = 0; i < t->n_layer * t->n_head_kv; i++) {
+		const tier_head *h = &t->layers[i / t->n_head_kv].heads[i % t->n_head_kv];
+		picked[i] = h->has_res;
+		induction[i] = h->induction;
+		global[i] = !t->layers[i / t->n_head_kv].window;
+		n += h->has_res;
+	}
+	cr_assert_eq(hsq_context_residual_keys(c), n);
+	cr_assert_eq(hsq_context_tier_params(c)->residual_heads, n, "the parameters as built give the count");
+	hsq_context_free(c);
+	return n;
+}
+
+Test(tier_residual, residual_heads_choose_the_heads)
+{
+	if (!model)
+		cr_skip_test("HSQ_TEST_MODEL not set (run 'make model')");
+	const struct hsq_tiers *t = hsq->tiers;
+	int n = t->n_layer * t->n_head_kv, n_global = 0;
+	uint8_t picked[1024], global[1024], top[1024];
+	float induction[1024];
+	cr_assert_leq(n, 1024);
+	cr_assert_eq(residual_heads_with(0, picked, induction, global), 0, "residual_heads 0: none");
+	for (int i = 0; i < n; i++)
+		n_global += global[i];
+	cr_assert_eq(residual_heads_with(HSQ_RESIDUAL_ALL, picked, induction, global), n_global,
+		     "HSQ_RESIDUAL_ALL: every global head");
+	cr_assert_eq(residual_heads_with(5, picked, induction, global), 5);
+	tiers_pick_top(induction, global, n, 5, top);
+	cr_assert_eq(memcmp(top, picked, (size_t)n), 0, "the 5 heads with the highest induction scores");
+	hsq_tier_params tp = hsq_tier_default_params();
+	tp.residual_heads = -3;
+	hsq_context_params cp = params();
+	hsq_context *c = NULL;
+	cr_assert_eq(hsq_context_new(model, &cp, &c), HSQ_OK, "%s", hsq_last_error());
+	cr_assert_eq(hsq_context_eval(c, toks, 40, NULL, 0), HSQ_OK, "%s", hsq_last_error());
+	cr_assert_eq(hsq_context_compress(c, HSQ_MODE_HSQ, &tp), HSQ_ERR_INVALID_ARG);
+	cr_assert_not_null(strstr(hsq_last_error(), "residual heads -3"), "%s", hsq_last_error());
+	hsq_context_free(c);
 }
 
 static hsq_status load_bytes(const uint8_t *b, size_t size, hsq_context **out)
@@ -237,6 +317,9 @@ Test(tier_residual, snapshots_keep_the_residuals)
 			cr_assert_eq(memcmp(x->l1_res, y->l1_res, (size_t)x->n_l1 * t->code4), 0);
 			cr_assert_eq(memcmp(x->l3_res, y->l3_res, (size_t)x->n_l3 * t->code4), 0);
 		}
+	cr_assert_eq(hsq_context_tier_params(back)->residual_heads, hsq_context_tier_params(hsq)->residual_heads,
+		     "a loaded context reports the heads with residual codes");
+	cr_assert_eq(hsq_context_residual_keys(back), hsq_context_residual_keys(hsq));
 	hsq_context_free(back);
 	cr_assert_geq(first, 0);
 

@@ -286,23 +286,31 @@ typedef struct attn_job {
 } attn_job;
 
 /* Scores to attention weights, in place: s[p] = exp(s[p] * scale - max) *
- * (1 / sum), the sum in position order. The scaling and the final product
- * are elementwise, so 16 lanes at a time give the same floats as one by
- * one. */
+ * (1 / sum). Every step is elementwise or a fixed order over the row (the
+ * max exactly; the sum in 16 lanes, hsum16, then the tail), so the weights
+ * of a row depend on the row alone, whichever batch it came in. */
 static void softmax_weights(float *s, int n, float scale)
 {
-	float mx = -INFINITY, sum = 0.0f;
+	vf16 sum16 = { 0 }, mx16 = sum16 - INFINITY;
+	float mx = -INFINITY, sum;
 	int p = 0;
-	for (; p + 16 <= n; p += 16) {
+	for (; p + 16 <= n; p += 16) { /* the max of the scaled scores, read only */
 		vf16 x = load16(s + p) * scale;
-		memcpy(s + p, &x, sizeof x);
+		vi16 gt = x > mx16;
+		mx16 = (vf16)((gt & (vi16)x) | (~gt & (vi16)mx16));
 	}
+	for (int i = 0; i < 16; i++)
+		mx = mx16[i] > mx ? mx16[i] : mx;
 	for (; p < n; p++)
-		s[p] *= scale;
-	for (p = 0; p < n; p++)
-		mx = s[p] > mx ? s[p] : mx;
-	for (p = 0; p < n; p++) {
-		s[p] = expf(s[p] - mx);
+		mx = s[p] * scale > mx ? s[p] * scale : mx;
+	for (p = 0; p + 16 <= n; p += 16) {
+		vf16 x = vexp16(load16(s + p) * scale - mx);
+		memcpy(s + p, &x, sizeof x);
+		sum16 += x;
+	}
+	sum = hsum16(sum16);
+	for (; p < n; p++) {
+		s[p] = expf_softmax(s[p] * scale - mx);
 		sum += s[p];
 	}
 	float inv = 1.0f / sum;

@@ -173,6 +173,43 @@ static int cache_slot(tier_head *h, int k, uint64_t stamp)
 	return best;
 }
 
+/* s[i] = exp(s[i] - max) in place, 0 where s[i] is -INFINITY (masked);
+ * returns their sum (0 when every score is masked). 16 lanes with vexp16,
+ * a fixed order over the row up to its last unmasked score: a token of a
+ * chunk sees the chunk's later tail tokens masked at the end of its row,
+ * and must sum exactly as when it is decoded alone, without them. */
+static float softmax_masked_exp(float *s, int n)
+{
+	const vf16 zero = { 0 }, neg_inf = zero - INFINITY;
+	vf16 mx16 = neg_inf, sum16 = zero;
+	float m = -INFINITY, sum;
+	while (n > 0 && s[n - 1] == -INFINITY)
+		s[--n] = 0.0f;
+	int i = 0;
+	for (; i + 16 <= n; i += 16) {
+		vf16 x = load16(s + i);
+		vi16 gt = x > mx16;
+		mx16 = (vf16)((gt & (vi16)x) | (~gt & (vi16)mx16));
+	}
+	for (int l = 0; l < 16; l++)
+		m = mx16[l] > m ? mx16[l] : m;
+	for (; i < n; i++)
+		m = s[i] > m ? s[i] : m;
+	for (i = 0; i + 16 <= n; i += 16) {
+		vf16 x = load16(s + i);
+		vi16 keep = x != neg_inf;
+		vf16 e = (vf16)(keep & (vi16)vexp16(x - m));
+		memcpy(s + i, &e, sizeof e);
+		sum16 += e;
+	}
+	sum = hsum16(sum16);
+	for (; i < n; i++) {
+		s[i] = s[i] == -INFINITY ? 0.0f : expf_softmax(s[i] - m);
+		sum += s[i];
+	}
+	return sum;
+}
+
 static void attend_task(void *arg, int task, int thread)
 {
 	const attend_job *j = arg;
@@ -240,7 +277,7 @@ static void attend_task(void *arg, int task, int thread)
 	double recall = 0.0;
 	for (int hq = g * G; hq < (g + 1) * G; hq++) {
 		const float *q = qrow + (size_t)hq * hd;
-		float *s = x->s, mx = -INFINITY;
+		float *s = x->s;
 		int ns = 0;
 		for (int i = 0; i < h->n_l1; i++) {
 			int lp = h->l1_pos[i];
@@ -262,13 +299,7 @@ static void attend_task(void *arg, int task, int thread)
 			s[ns++] = tp >= wfirst && tp <= p ? dot_f32(q, L->tail_k + i * kvw + (size_t)g * hd, hd) * t->attn_scale
 							  : -INFINITY;
 		}
-		for (int i = 0; i < ns; i++)
-			mx = s[i] > mx ? s[i] : mx;
-		float sum = 0.0f;
-		for (int i = 0; i < ns; i++) {
-			s[i] = s[i] == -INFINITY ? 0.0f : expf(s[i] - mx);
-			sum += s[i];
-		}
+		float sum = softmax_masked_exp(s, ns);
 		float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
 		float *o = j->out + ((size_t)ti * t->n_head + hq) * hd;
 		memset(o, 0, (size_t)hd * sizeof *o);

@@ -1,4 +1,5 @@
-/* vec_f32.h - the reference fp32 dot product and its pieces (internal).
+/* vec_f32.h - the reference fp32 dot product and its pieces, and the
+ * 16-lane e^x of the attention softmax (internal).
  *
  * Every CPU kernel that sums products sums them in dot_f32's order: 16
  * lanes over k, a fixed reduction tree, then a scalar tail. Kernels that

@@ -158,6 +158,15 @@ long cli_long(const char *prog, const char *opt, const char *value, long lo, lon
 	return v;
 }
 
+int cli_residual_heads(const char *prog, const char *value)
+{
+	if (!strcmp(value, "default"))
+		return HSQ_RESIDUAL_DEFAULT;
+	if (!strcmp(value, "all"))
+		return HSQ_RESIDUAL_ALL;
+	return (int)cli_long(prog, "--residual-heads", value, 0, 1 << 20);
+}
+
 double cli_double(const char *prog, const char *opt, const char *value, double lo, double hi)
 {
 	char *end;

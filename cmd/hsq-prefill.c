@@ -95,9 +95,7 @@ int main(int argc, char **argv)
 			break;
 		case OPT_KEEP: tp.keep = (int)cli_long(PROG, "--keep", optarg, 1, 1 << 24); tier_opts++; break;
 		case OPT_RESIDUAL:
-			tp.residual_heads = !strcmp(optarg, "default") ? HSQ_RESIDUAL_DEFAULT
-					    : !strcmp(optarg, "all")   ? HSQ_RESIDUAL_ALL
-								       : (int)cli_long(PROG, "--residual-heads", optarg, 0, 1 << 20);
+			tp.residual_heads = cli_residual_heads(PROG, optarg);
 			tier_opts++;
 			break;
 		case OPT_SEED: tp.seed = (uint64_t)cli_long(PROG, "--seed", optarg, 0, 0x7fffffffffffffffL); tier_opts++; break;

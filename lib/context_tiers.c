@@ -99,12 +99,7 @@ hsq_status hsq_context_use_residual_keys(hsq_context *ctx, int on)
 int hsq_context_residual_keys(const hsq_context *ctx)
 {
 	const struct hsq_tiers *t = ctx->tiers;
-	int n = 0;
-	if (t && !t->res_off)
-		for (int l = 0; l < t->n_layer; l++)
-			for (int h = 0; h < t->n_head_kv; h++)
-				n += t->layers[l].heads[h].has_res;
-	return n;
+	return t && !t->res_off ? tiers_residual_head_count(t) : 0;
 }
 
 int hsq_context_retrieval_heads(const hsq_context *ctx)

@@ -88,6 +88,19 @@ void tiers_pick_top(const float *score, const uint8_t *eligible, int n, int want
 	}
 }
 
+/* Every head's induction score and whether its layer is global, layer-major
+ * (what both head pickers rank); returns the number of global heads. */
+static int head_scores(const struct hsq_tiers *t, float *score, uint8_t *global)
+{
+	int n = t->n_layer * t->n_head_kv, n_global = 0;
+	for (int i = 0; i < n; i++) {
+		score[i] = t->layers[i / t->n_head_kv].heads[i % t->n_head_kv].induction;
+		global[i] = !t->layers[i / t->n_head_kv].window;
+		n_global += global[i];
+	}
+	return n_global;
+}
+
 /* The heads that get residual key codes when the tiers are built, in
  * picked[n] (layer-major), from params.residual_heads: the retrieval marks,
  * every global head, none, or the top heads by induction score. */
@@ -107,7 +120,7 @@ static void pick_residual(const struct hsq_tiers *t, const float *score, const u
 
 hsq_status tiers_pick_retrieval(struct hsq_tiers *t)
 {
-	int n = t->n_layer * t->n_head_kv, n_global = 0;
+	int n = t->n_layer * t->n_head_kv;
 	float *score = malloc((size_t)n * sizeof *score);
 	uint8_t *global = malloc((size_t)n), *picked = malloc((size_t)n);
 	if (!score || !global || !picked) {
@@ -116,11 +129,7 @@ hsq_status tiers_pick_retrieval(struct hsq_tiers *t)
 		free(picked);
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory picking the retrieval heads");
 	}
-	for (int i = 0; i < n; i++) {
-		score[i] = t->layers[i / t->n_head_kv].heads[i % t->n_head_kv].induction;
-		global[i] = !t->layers[i / t->n_head_kv].window;
-		n_global += global[i];
-	}
+	int n_global = head_scores(t, score, global);
 	int want = t->retrieval_heads == HSQ_RETRIEVAL_DEFAULT ? hsq_default_retrieval_heads(n_global) : t->retrieval_heads;
 	tiers_pick_top(score, global, n, t->mode == HSQ_MODE_HSQ ? want : 0, picked);
 	for (int i = 0; i < n; i++)
@@ -1052,10 +1061,7 @@ hsq_status tiers_build_residuals(hsq_context *ctx, struct hsq_tiers *t)
 		st = hsq_fail(HSQ_ERR_NOMEM, "out of memory picking the residual heads");
 		goto done;
 	}
-	for (int i = 0; i < n_heads; i++) {
-		score[i] = t->layers[i / H].heads[i % H].induction;
-		global[i] = !t->layers[i / H].window;
-	}
+	head_scores(t, score, global);
 	pick_residual(t, score, global, n_heads, picked);
 	for (int l = 0; l < t->n_layer && n > 0; l++) {
 		tier_layer *L = &t->layers[l];
@@ -1083,9 +1089,7 @@ hsq_status tiers_build_residuals(hsq_context *ctx, struct hsq_tiers *t)
 		}
 	}
 	tiers_refresh_residual_heads(t);
-	t->params.residual_heads = 0; /* as built: the heads that got residual codes */
-	for (int i = 0; i < n_heads; i++)
-		t->params.residual_heads += picked[i];
+	t->params.residual_heads = tiers_residual_head_count(t); /* as built */
 done:
 	free(k);
 	free(score);

@@ -210,6 +210,15 @@ static inline int tiers_head_uses_res(const struct hsq_tiers *t, const tier_head
 }
 void tiers_decode_token_res(const struct hsq_tiers *t, const tier_head *h, const uint8_t *code, const uint8_t *res,
 			    float *k_pre, float *v);
+/* Heads that keep residual codes (has_res), over every layer. */
+static inline int tiers_residual_head_count(const struct hsq_tiers *t)
+{
+	int n = 0;
+	for (int l = 0; l < t->n_layer; l++)
+		for (int h = 0; h < t->n_head_kv; h++)
+			n += t->layers[l].heads[h].has_res;
+	return n;
+}
 /* Gives head h residual storage for its current capacity (codes zero:
  * the caller fills them for every token the head holds). */
 hsq_status tiers_head_enable_res(const struct hsq_tiers *t, tier_head *h);

@@ -399,7 +399,7 @@ static hsq_status residuals_read(struct hsq_tiers *t, const char *path, const ti
 	hsq_status st;
 	int H = t->n_head_kv;
 	if (t->mode != HSQ_MODE_HSQ)
-		return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'keys.residual' in a %s snapshot, where only hsq has retrieval heads; the file is damaged",
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'keys.residual' in a %s snapshot, where only hsq keeps residual keys; the file is damaged",
 				path, hsq_mode_name(t->mode));
 	for (int i = 0; i < t->n_layer * H; i++) {
 		tier_head *h = &t->layers[i / H].heads[i % H];
@@ -545,9 +545,7 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 	if (!st && !(st = tiers_pick_retrieval(t)) && b[TIER_S_RESIDUAL].size &&
 	    !(st = residuals_read(t, path, &b[TIER_S_RESIDUAL])))
 		tiers_refresh_residual_heads(t);
-	t->params.residual_heads = 0; /* as built: the heads that have residual codes */
-	for (int i = 0; i < n_heads; i++)
-		t->params.residual_heads += t->layers[i / H].heads[i % H].has_res;
+	t->params.residual_heads = tiers_residual_head_count(t); /* as built */
 	goto fail;
 nomem:
 	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory reading the tiers of %s", path);

@@ -87,9 +87,7 @@ int eval_common_option(eval_common *c, int id, const char *arg)
 							     : (int)cli_long(EVAL_PROG, "--retrieval-heads", arg, 0, 1 << 20);
 		return 1;
 	case EOPT_RESIDUAL:
-		c->residual_heads = !strcmp(arg, "default") ? HSQ_RESIDUAL_DEFAULT
-				    : !strcmp(arg, "all")   ? HSQ_RESIDUAL_ALL
-							    : (int)cli_long(EVAL_PROG, "--residual-heads", arg, 0, 1 << 20);
+		c->residual_heads = cli_residual_heads(EVAL_PROG, arg);
 		return 1;
 	case EOPT_JSON: c->json_path = arg; return 1;
 	case EOPT_CSV: c->csv_path = arg; return 1;

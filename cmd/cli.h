@@ -58,6 +58,8 @@ int cli_exit_for(hsq_status st, int phase_code);
 long cli_long(const char *prog, const char *opt, const char *value, long lo, long hi);
 /* --residual-heads: 'default', 'all' or a head count (exits 2 otherwise). */
 int cli_residual_heads(const char *prog, const char *value);
+/* --key-rounding: 'query' or 'nearest' (exits 2 otherwise). */
+hsq_key_rounding cli_key_rounding(const char *prog, const char *value);
 double cli_double(const char *prog, const char *opt, const char *value, double lo, double hi);
 
 /* Reads a whole file (path "-" = stdin) into a NUL-terminated buffer. */

@@ -873,9 +873,9 @@ static void print_tiers(const report *r)
 		any_window |= m->heads[i].window != 0;
 	}
 	printf("tiers:      reader %s, compressor %s\n", m->reader, m->compressor);
-	printf("params:     sinks %d, window %d, l1-fraction %g, group-size %d, medium-fraction %g, obs-window %d, seed %llu",
+	printf("params:     sinks %d, window %d, l1-fraction %g, group-size %d, medium-fraction %g, obs-window %d, seed %llu, key-rounding %s",
 	       p->sinks, p->window, p->l1_fraction, p->group_size, p->medium_fraction, p->obs_window,
-	       (unsigned long long)p->seed);
+	       (unsigned long long)p->seed, hsq_key_rounding_name(p->key_rounding));
 	if (m->mode == HSQ_MODE_STREAMING || m->mode == HSQ_MODE_SNAPKV)
 		printf(", keep %d%s", p->keep, p->keep ? "" : " (the bytes of hsq's fast tier)");
 	printf("\n");
@@ -1105,7 +1105,8 @@ static void json_tiers(const report *r)
 	json_num(stdout, p->l1_fraction);
 	printf(",\"group_size\":%d,\"medium_fraction\":", p->group_size);
 	json_num(stdout, p->medium_fraction);
-	printf(",\"obs_window\":%d,\"keep\":%d,\"seed\":%llu}", p->obs_window, p->keep, (unsigned long long)p->seed);
+	printf(",\"obs_window\":%d,\"keep\":%d,\"seed\":%llu,\"key_rounding\":\"%s\"}", p->obs_window, p->keep,
+	       (unsigned long long)p->seed, hsq_key_rounding_name(p->key_rounding));
 	printf(",\"fp16_bytes\":%llu,\"totals\":{\"l1_tokens\":%lld,\"l2_groups\":%lld,\"l2_low\":%lld,\"l2_medium\":%lld,"
 	       "\"l3_tokens\":%lld,\"l1_bytes\":%llu,\"l2_bytes\":%llu,\"l3_bytes\":%llu,\"l3_stored_bytes\":%llu}",
 	       (unsigned long long)fp16, (long long)tot.n_l1, (long long)tot.n_group, (long long)tot.n_low,

@@ -14,7 +14,8 @@ static const char DESCRIPTION[] =
 	"stores the three-tier compressed cache (hsq(7)).";
 
 enum { OPT_MODE = 256, OPT_CHAT, OPT_SYSTEM, OPT_ZSTD, OPT_SINKS, OPT_WINDOW, OPT_L1, OPT_GROUP, OPT_MEDIUM,
-       OPT_OBS, OPT_READER, OPT_COMPRESSOR, OPT_KEEP, OPT_SEED, OPT_RESIDUAL };
+       OPT_OBS, OPT_READER, OPT_COMPRESSOR, OPT_KEEP, OPT_SEED, OPT_RESIDUAL,
+       OPT_ROUNDING };
 
 static const cli_option options[] = {
 	{ "model", 'm', "FILE", "GGUF model (default: $HSQ_MODEL or the installed default)", 'm' },
@@ -31,6 +32,7 @@ static const cli_option options[] = {
 	{ "compressor", 0, "NAME", "obs-weighted (default) or mean", OPT_COMPRESSOR },
 	{ "keep", 0, "N", "streaming/snapkv: tokens kept per head (default: the bytes of hsq's fast tier)", OPT_KEEP },
 	{ "residual-heads", 0, "N", "hsq: heads whose keys get a residual code (about 8 bits); 'default' (the retrieval heads), 'all', 0 = none", OPT_RESIDUAL },
+	{ "key-rounding", 0, "HOW", "4-bit key codes: query (default: the levels whose error the observation queries see least) or nearest", OPT_ROUNDING },
 	{ "seed", 0, "N", "TurboQuant rotation seed (default 310635462657)", OPT_SEED },
 	{ "threads", 't', "N", "CPU threads (default: all cores)", 't' },
 	{ "ctx-size", 'c', "N", "context size in tokens (default: the model's)", 'c' },
@@ -96,6 +98,10 @@ int main(int argc, char **argv)
 		case OPT_KEEP: tp.keep = (int)cli_long(PROG, "--keep", optarg, 1, 1 << 24); tier_opts++; break;
 		case OPT_RESIDUAL:
 			tp.residual_heads = cli_residual_heads(PROG, optarg);
+			tier_opts++;
+			break;
+		case OPT_ROUNDING:
+			tp.key_rounding = cli_key_rounding(PROG, optarg);
 			tier_opts++;
 			break;
 		case OPT_SEED: tp.seed = (uint64_t)cli_long(PROG, "--seed", optarg, 0, 0x7fffffffffffffffL); tier_opts++; break;

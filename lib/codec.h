@@ -102,6 +102,16 @@ static inline float codec_round_f16(float f)
 /* Kind constructors: fill c->ops, c->impl, n_side and the regions. */
 hsq_status codec_plain_init(hsq_codec *c);
 hsq_status codec_tq_init(hsq_codec *c);
+
+/* Query-weighted rounding for a TQ codec (4.1 of docs/tiers.md). m: the
+ * dim x dim weight of the coding error e in x's basis, E[(q.e)^2] = e^T m e
+ * over the queries expected (symmetric, positive semi-definite); damp: the
+ * ridge added, as a fraction of m's mean diagonal. u: dim x dim floats, the
+ * factor codec_tq_encode_weighted rounds with. */
+hsq_status codec_tq_rounding(const hsq_codec *c, const double *m, double damp, float *u);
+/* Encodes x as hsq_codec_encode would, but picks the levels that make
+ * e^T m e small rather than |e|^2; decodes with hsq_codec_decode. */
+hsq_status codec_tq_encode_weighted(const hsq_codec *c, const float *x, const float *u, uint8_t *code);
 hsq_status codec_sq_init(hsq_codec *c);
 
 /* Unpacks one code into its side values and field indices (tests). */

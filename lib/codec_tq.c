@@ -21,6 +21,7 @@
 #include "codec.h"
 #include "codec_kernels.h"
 #include "hadamard.h"
+#include "linalg.h"
 #include "lloyd_max.h"
 #include "rng.h"
 
@@ -130,6 +131,95 @@ static float tq_score(const hsq_codec_query *q, const uint8_t *code)
 		s += rnorm * codec_lut_eval(&q->lut[1], code + c->region[1].offset);
 	}
 	return s;
+}
+
+hsq_status codec_tq_rounding(const hsq_codec *c, const double *m, double damp, float *u)
+{
+	if (c->params.kind != HSQ_CODEC_TQ)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "weighted rounding needs a tq codec, not %s",
+				hsq_codec_kind_name(c->params.kind));
+	const tq_impl *im = c->impl;
+	int d = c->dim;
+	size_t dd = (size_t)d * d;
+	double *w = malloc(3 * dd * sizeof *w);
+	float *col = malloc(2 * (size_t)d * sizeof *col);
+	hsq_status st = HSQ_OK;
+	if (!w || !col) {
+		st = hsq_fail(HSQ_ERR_NOMEM, "tq: out of memory for a %dx%d rounding weight", d, d);
+		goto done;
+	}
+	/* w = R m R^T: the weight in the rotated basis the codebook rounds in.
+	 * Rows of (R m) first (m is symmetric, so its column j is its row j),
+	 * then R applied to each row of that. */
+	double *a = w + dd, *up = w + 2 * dd;
+	for (int j = 0; j < d; j++) {
+		for (int i = 0; i < d; i++)
+			col[i] = (float)m[(size_t)j * d + i];
+		hsq_rotation_apply(im->rot, col, col + d);
+		for (int i = 0; i < d; i++)
+			a[(size_t)i * d + j] = col[d + i];
+	}
+	double mean_diag = 0.0;
+	for (int i = 0; i < d; i++) {
+		for (int j = 0; j < d; j++)
+			col[j] = (float)a[(size_t)i * d + j];
+		hsq_rotation_apply(im->rot, col, col + d);
+		for (int j = 0; j < d; j++)
+			w[(size_t)i * d + j] = col[d + j];
+		mean_diag += w[(size_t)i * d + i] / d;
+	}
+	/* Symmetrize what float rounding broke, and damp: without queries
+	 * (mean_diag 0) this is the identity, plain nearest rounding. */
+	double floor_ = mean_diag > 0.0 ? damp * mean_diag : 1.0;
+	for (int i = 0; i < d; i++) {
+		for (int j = 0; j < i; j++)
+			w[(size_t)i * d + j] = w[(size_t)j * d + i] = 0.5 * (w[(size_t)i * d + j] + w[(size_t)j * d + i]);
+		w[(size_t)i * d + i] += floor_;
+	}
+	if ((st = hsq_inverse_cholesky_upper(w, d, up, a)))
+		goto done;
+	for (size_t i = 0; i < dd; i++)
+		u[i] = (float)up[i];
+done:
+	free(w);
+	free(col);
+	return st;
+}
+
+hsq_status codec_tq_encode_weighted(const hsq_codec *c, const float *x, const float *u, uint8_t *code)
+{
+	const tq_impl *im = c->impl;
+	int d = c->dim;
+	float y[HSQ_CODEC_MAX_DIM], side[CODEC_MAX_SIDE];
+	uint8_t idx[HSQ_CODEC_MAX_DIM];
+	if (c->params.kind != HSQ_CODEC_TQ)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "weighted rounding needs a tq codec, not %s",
+				hsq_codec_kind_name(c->params.kind));
+	double n2 = 0.0;
+	for (int j = 0; j < d; j++) {
+		if (!isfinite(x[j]))
+			return hsq_fail(HSQ_ERR_INVALID_ARG, "tq: value %d of the vector is not finite; only finite vectors can be encoded", j);
+		n2 += (double)x[j] * x[j];
+	}
+	float norm16 = codec_round_f16((float)sqrt(n2));
+	side[0] = norm16;
+	hsq_rotation_apply(im->rot, x, y);
+	float to_unit = norm16 > 0.0f ? sqrtf((float)d) / norm16 : 0.0f;
+	for (int j = 0; j < d; j++)
+		y[j] *= to_unit;
+	/* Coordinate by coordinate: the nearest level, then the error, scaled
+	 * by the factor's diagonal, is taken off the coordinates still to be
+	 * rounded along row j of u. This minimizes e^T w e greedily (GPTQ's
+	 * order), where nearest rounding minimizes |e|^2. */
+	for (int j = 0; j < d; j++) {
+		codec_count_below(&y[j], 1, im->cb->threshold, im->cb->n - 1, &idx[j]);
+		const float *uj = u + (size_t)j * d;
+		float err = (y[j] - im->cb->level[idx[j]]) / uj[j];
+		for (int k = j + 1; k < d; k++)
+			y[k] -= err * uj[k];
+	}
+	hsq_codec_pack_code(c, side, idx, code);
+	return HSQ_OK;
 }
 
 static const codec_ops tq_ops = {

@@ -176,8 +176,17 @@ typedef enum hsq_compressor_kind {
 	HSQ_COMPRESSOR_MEAN = 1,         /* mean of the group's keys (after RoPE) and values */
 	HSQ_COMPRESSOR_OBS_WEIGHTED = 2, /* means weighted by the reader's attention mass */
 } hsq_compressor_kind;
+/* How the 4-bit codes of L1 and L3 keys pick their levels (a snapshot
+ * records it; decoding is the same either way). */
+typedef enum hsq_key_rounding {
+	HSQ_KEY_ROUNDING_NEAREST = 0, /* each rotated coordinate to its nearest level:
+				       * the least squared error */
+	HSQ_KEY_ROUNDING_QUERY = 1,   /* levels that make the error the observation
+				       * queries see small (docs/tiers.md) */
+} hsq_key_rounding;
 const char *hsq_reader_name(hsq_reader_kind kind);         /* "obs-attention", "key-norm" */
 const char *hsq_compressor_name(hsq_compressor_kind kind); /* "mean", "obs-weighted" */
+const char *hsq_key_rounding_name(hsq_key_rounding kind);  /* "nearest", "query" */
 
 #define HSQ_GROUP_LOW 0    /* a group of group_size tokens */
 #define HSQ_GROUP_MEDIUM 1 /* a group of group_size / 2 tokens */
@@ -205,6 +214,10 @@ typedef struct hsq_tier_params {
 				* score above 0). A compressed or loaded context reports
 				* the number of heads that have residual codes (the tiers
 				* section does not store the setting). */
+	hsq_key_rounding key_rounding; /* query: needs the observation queries, as the
+				* obs-attention reader does; without them the keys are
+				* rounded to the nearest levels, and a compressed context
+				* reports nearest (as built) */
 } hsq_tier_params;
 
 #define HSQ_RESIDUAL_DEFAULT (-1)
@@ -212,7 +225,8 @@ typedef struct hsq_tier_params {
 
 /* sinks 4, window 64, l1_fraction 0.03, group_size 16, medium_fraction 0.25,
  * obs_window 32, obs-attention reader, obs-weighted compressor, seed
- * 0x4853510001 (310635462657), residual_heads HSQ_RESIDUAL_DEFAULT. */
+ * 0x4853510001 (310635462657), residual_heads HSQ_RESIDUAL_DEFAULT,
+ * key_rounding HSQ_KEY_ROUNDING_QUERY. */
 hsq_tier_params hsq_tier_default_params(void);
 
 /* Re-encodes the KV cache of ctx (positions 0..n_past-1) in mode (quant,

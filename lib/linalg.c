@@ -216,3 +216,58 @@ hsq_status hsq_orthonormalize_rows(double *q, int k, int n)
 	}
 	return HSQ_OK;
 }
+
+/* a = L L^T in place: L in the lower triangle, the upper set to 0. */
+static int cholesky_lower(double *a, int n)
+{
+	for (int j = 0; j < n; j++) {
+		double s = a[(size_t)j * n + j];
+		for (int k = 0; k < j; k++)
+			s -= a[(size_t)j * n + k] * a[(size_t)j * n + k];
+		if (!(s > 0.0))
+			return 0;
+		double ljj = sqrt(s);
+		a[(size_t)j * n + j] = ljj;
+		for (int i = j + 1; i < n; i++) {
+			double t = a[(size_t)i * n + j];
+			for (int k = 0; k < j; k++)
+				t -= a[(size_t)i * n + k] * a[(size_t)j * n + k];
+			a[(size_t)i * n + j] = t / ljj;
+		}
+		for (int i = 0; i < j; i++)
+			a[(size_t)i * n + j] = 0.0;
+	}
+	return 1;
+}
+
+hsq_status hsq_inverse_cholesky_upper(const double *w, int n, double *u, double *work)
+{
+	double *l = work;
+	memcpy(l, w, (size_t)n * n * sizeof *l);
+	if (!cholesky_lower(l, n))
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "cholesky: the %dx%d matrix is not positive definite", n, n);
+	/* u <- L^-1 (lower), by forward substitution on each unit column. */
+	memset(u, 0, (size_t)n * n * sizeof *u);
+	for (int c = 0; c < n; c++)
+		for (int i = c; i < n; i++) {
+			double t = i == c ? 1.0 : 0.0;
+			for (int k = c; k < i; k++)
+				t -= l[(size_t)i * n + k] * u[(size_t)k * n + c];
+			u[(size_t)i * n + c] = t / l[(size_t)i * n + i];
+		}
+	/* l <- w^-1 = L^-T L^-1, then its Cholesky factor, transposed. */
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j <= i; j++) {
+			double t = 0.0;
+			for (int k = i; k < n; k++)
+				t += u[(size_t)k * n + i] * u[(size_t)k * n + j];
+			l[(size_t)i * n + j] = l[(size_t)j * n + i] = t;
+		}
+	if (!cholesky_lower(l, n))
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "cholesky: the inverse of the %dx%d matrix is not positive definite",
+				n, n);
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++)
+			u[(size_t)i * n + j] = j >= i ? l[(size_t)j * n + i] : 0.0;
+	return HSQ_OK;
+}

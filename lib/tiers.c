@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec.h"
 #include "context.h"
 #include "error.h"
 #include "le.h"
@@ -29,6 +30,7 @@ hsq_tier_params hsq_tier_default_params(void)
 		.seed = 0x4853510001ull,
 		.keep = 0,
 		.residual_heads = HSQ_RESIDUAL_DEFAULT,
+		.key_rounding = HSQ_KEY_ROUNDING_QUERY,
 	};
 	return p;
 }
@@ -59,6 +61,11 @@ const char *hsq_reader_name(hsq_reader_kind kind)
 const char *hsq_compressor_name(hsq_compressor_kind kind)
 {
 	return kind == HSQ_COMPRESSOR_MEAN ? "mean" : kind == HSQ_COMPRESSOR_OBS_WEIGHTED ? "obs-weighted" : "unknown";
+}
+
+const char *hsq_key_rounding_name(hsq_key_rounding kind)
+{
+	return kind == HSQ_KEY_ROUNDING_NEAREST ? "nearest" : kind == HSQ_KEY_ROUNDING_QUERY ? "query" : "unknown";
 }
 
 int hsq_default_budget(int n_tokens)
@@ -166,6 +173,8 @@ static hsq_status check_params(const hsq_tier_params *p)
 				p->residual_heads);
 	if (p->keep < 0)
 		return hsq_fail(HSQ_ERR_INVALID_ARG, "keep %d is negative; use 0 (automatic) or a token count", p->keep);
+	if (p->key_rounding != HSQ_KEY_ROUNDING_NEAREST && p->key_rounding != HSQ_KEY_ROUNDING_QUERY)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "unknown key rounding %d; use nearest or query", (int)p->key_rounding);
 	return HSQ_OK;
 }
 
@@ -372,7 +381,8 @@ void tiers_rope_rows(const struct hsq_tiers *t, const rope_table *r, float *x, c
 
 /* Codes x, or x minus centre flagged TIER_CODE_CENTRED when that is
  * shorter (the codec's error grows with the norm it codes). */
-static hsq_status encode_centred(const hsq_codec *c, const float *x, const float *centre, int hd, uint8_t *code)
+static hsq_status encode_centred(const hsq_codec *c, const float *x, const float *centre, int hd,
+				 const float *rounding, uint8_t *code)
 {
 	float r[HSQ_CODEC_MAX_DIM];
 	double nx = 0.0, nr = 0.0;
@@ -381,7 +391,8 @@ static hsq_status encode_centred(const hsq_codec *c, const float *x, const float
 		nx += (double)x[d] * x[d];
 		nr += (double)r[d] * r[d];
 	}
-	hsq_status st = hsq_codec_encode(c, nr < nx ? r : x, 1, code);
+	const float *what = nr < nx ? r : x;
+	hsq_status st = rounding ? codec_tq_encode_weighted(c, what, rounding, code) : hsq_codec_encode(c, what, 1, code);
 	if (!st && nr < nx)
 		code[1] |= TIER_CODE_CENTRED;
 	return st;
@@ -403,12 +414,12 @@ static void decode_centred(const hsq_codec *c, size_t code_bytes, const uint8_t 
 }
 
 hsq_status tiers_encode_token(const struct hsq_tiers *t, const tier_head *h, const float *k_pre, const float *v,
-			      uint8_t *code)
+			      const float *key_rounding, uint8_t *code)
 {
 	hsq_status st;
 	int hd = t->head_dim;
-	if ((st = encode_centred(t->c4, k_pre, h->centre, hd, code)) ||
-	    (st = encode_centred(t->c4, v, h->centre + hd, hd, code + t->code4)))
+	if ((st = encode_centred(t->c4, k_pre, h->centre, hd, key_rounding, code)) ||
+	    (st = encode_centred(t->c4, v, h->centre + hd, hd, NULL, code + t->code4)))
 		return st;
 	return HSQ_OK;
 }
@@ -483,8 +494,8 @@ hsq_status tiers_encode_summary(const struct hsq_tiers *t, const tier_head *h, c
 	hsq_status st;
 	float ck[HSQ_CODEC_MAX_DIM];
 	summary_centre(t, h, r, pos, n, ck);
-	if ((st = encode_centred(t->c3, k_sum, ck, t->head_dim, code)) ||
-	    (st = encode_centred(t->c3, v_sum, h->centre + t->head_dim, t->head_dim, code + t->code3)))
+	if ((st = encode_centred(t->c3, k_sum, ck, t->head_dim, NULL, code)) ||
+	    (st = encode_centred(t->c3, v_sum, h->centre + t->head_dim, t->head_dim, NULL, code + t->code3)))
 		return st;
 	return HSQ_OK;
 }
@@ -711,14 +722,105 @@ void tiers_refresh_residual_heads(struct hsq_tiers *t)
 
 /* -------------------------------------------------------------- build */
 
+/* The query-weighted rounding of one head's keys (docs/tiers.md): the
+ * weight of a key's coding error e at position p is
+ * E[(q . R_p e)^2] = e^T R_p^T S R_p e, with S the second moment of the
+ * observation window's queries (after RoPE) of the head's query heads and
+ * R_p the RoPE rotation to p. One factor per block of KEY_ROUND_BLOCK
+ * positions, from R_p^T S R_p averaged over KEY_ROUND_SAMPLES positions of
+ * the block: fast RoPE pairs average out to isotropic, slow ones keep the
+ * queries' direction. */
+#define KEY_ROUND_BLOCK 64
+#define KEY_ROUND_SAMPLES 8
+#define KEY_ROUND_DAMP 0.1
+
+/* acc += R_p^T s R_p for s (hd x hd) in the rotated pairs of position p. */
+static void add_rotated_weight(const struct hsq_tiers *t, const rope_table *r, const double *s, int p, double *tmp,
+			       double *acc)
+{
+	int hd = t->head_dim, half = hd / 2;
+	const float *cs = r->cs + (size_t)p * half * 2;
+	/* tmp = s R_p: column pairs */
+	memcpy(tmp, s, (size_t)hd * hd * sizeof *tmp);
+	for (int i = 0; i < half; i++) {
+		double c = cs[2 * i], sn = cs[2 * i + 1];
+		int i0 = t->rope_neox ? i : 2 * i, i1 = t->rope_neox ? i + half : 2 * i + 1;
+		for (int a = 0; a < hd; a++) {
+			double x0 = s[(size_t)a * hd + i0], x1 = s[(size_t)a * hd + i1];
+			tmp[(size_t)a * hd + i0] = c * x0 + sn * x1;
+			tmp[(size_t)a * hd + i1] = -sn * x0 + c * x1;
+		}
+	}
+	/* acc += R_p^T tmp: row pairs */
+	for (int i = 0; i < half; i++) {
+		double c = cs[2 * i], sn = cs[2 * i + 1];
+		int i0 = t->rope_neox ? i : 2 * i, i1 = t->rope_neox ? i + half : 2 * i + 1;
+		for (int b = 0; b < hd; b++) {
+			double x0 = tmp[(size_t)i0 * hd + b], x1 = tmp[(size_t)i1 * hd + b];
+			acc[(size_t)i0 * hd + b] += c * x0 + sn * x1;
+			acc[(size_t)i1 * hd + b] += -sn * x0 + c * x1;
+		}
+	}
+}
+
+/* Rounding factors of head g of layer l for positions [0, n): one per
+ * block, hd x hd floats each, into *out (grown as needed; *cap floats).
+ * *have = 0 when the context holds no observation queries for the last
+ * obs_window positions: the keys then round to the nearest levels. */
+static hsq_status key_rounding(const hsq_context *ctx, const struct hsq_tiers *t, int l, int g, const rope_table *r,
+			       int n, float **out, size_t *cap, int *have)
+{
+	int hd = t->head_dim, G = t->n_head / t->n_head_kv;
+	int n_obs = t->params.obs_window < n ? t->params.obs_window : n;
+	size_t dd = (size_t)hd * hd, qw = (size_t)t->n_head * hd;
+	*have = 0;
+	if (n_obs <= 0 || ctx->obs_from > n - n_obs)
+		return HSQ_OK;
+	int nb = (n + KEY_ROUND_BLOCK - 1) / KEY_ROUND_BLOCK;
+	if ((size_t)nb * dd > *cap) {
+		float *u = realloc(*out, (size_t)nb * dd * sizeof *u);
+		if (!u)
+			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the key rounding of %d tokens", n);
+		*out = u;
+		*cap = (size_t)nb * dd;
+	}
+	double *s = calloc(3 * dd, sizeof *s);
+	if (!s)
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the key rounding of %d tokens", n);
+	double *m = s + dd, *tmp = s + 2 * dd;
+	for (int o = n - n_obs; o < n; o++) {
+		const float *qrow = ctx->obs_q + ((size_t)l * HSQ_OBS_MAX + (size_t)(o % HSQ_OBS_MAX)) * qw;
+		for (int hq = g * G; hq < (g + 1) * G; hq++) {
+			const float *q = qrow + (size_t)hq * hd;
+			for (int a = 0; a < hd; a++)
+				for (int b = 0; b < hd; b++)
+					s[(size_t)a * hd + b] += (double)q[a] * q[b];
+		}
+	}
+	hsq_status st = HSQ_OK;
+	for (int b = 0; b < nb && !st; b++) {
+		int p0 = b * KEY_ROUND_BLOCK, len = p0 + KEY_ROUND_BLOCK <= n ? KEY_ROUND_BLOCK : n - p0;
+		memset(m, 0, dd * sizeof *m);
+		for (int k = 0; k < KEY_ROUND_SAMPLES; k++)
+			add_rotated_weight(t, r, s, p0 + (int)(((double)k + 0.5) * len / KEY_ROUND_SAMPLES), tmp, m);
+		st = codec_tq_rounding(t->c4, m, KEY_ROUND_DAMP, *out + (size_t)b * dd);
+	}
+	free(s);
+	*have = !st;
+	return st;
+}
+
 /* Encodes token rows idx[] (K before RoPE, V; row stride `stride`) into
- * pair codes. */
+ * pair codes; the keys with the block factors of key_rounding, or to the
+ * nearest levels when rounding is NULL. */
 static hsq_status encode_pairs(const struct hsq_tiers *t, const tier_head *h, const float *k, const float *v,
-			       size_t stride, int n, const int32_t *idx, uint8_t *codes)
+			       size_t stride, int n, const int32_t *idx, const float *rounding, uint8_t *codes)
 {
 	hsq_status st;
+	size_t dd = (size_t)t->head_dim * t->head_dim;
 	for (int i = 0; i < n; i++)
 		if ((st = tiers_encode_token(t, h, k + (size_t)idx[i] * stride, v + (size_t)idx[i] * stride,
+					     rounding ? rounding + (size_t)(idx[i] / KEY_ROUND_BLOCK) * dd : NULL,
 					     codes + (size_t)i * tier_code4_pair(t))))
 			return st;
 	return HSQ_OK;
@@ -878,6 +980,9 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 	int32_t *order = NULL, *idx = NULL, *pos = NULL, *rest = NULL, *border = NULL;
 	uint8_t *sel = NULL, *codes = NULL, *split = NULL;
 	ranked *rk = NULL;
+	float *kr_buf = NULL;
+	size_t kr_cap = 0;
+	int rounded_by_query = 0;
 	uint8_t sum[2 * 4 * HSQ_CODEC_MAX_DIM];
 
 	if ((st = tiers_rope_reserve(t, ctx->n_ctx)))
@@ -928,11 +1033,17 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 		for (int g = 0; g < H; g++) {
 			tier_head *h = &L->heads[g];
 			const float *kg = k_pre + (size_t)g * hd, *vg = v + (size_t)g * hd;
+			int have_kr = 0;
+			if (p->key_rounding == HSQ_KEY_ROUNDING_QUERY &&
+			    (st = key_rounding(ctx, t, l, g, R, n, &kr_buf, &kr_cap, &have_kr)))
+				goto done;
+			const float *kr = have_kr ? kr_buf : NULL;
+			rounded_by_query |= have_kr;
 			if (L->window) { /* sliding-window layer: only its window, in L1 */
 				int first = n > L->window ? n - L->window : 0, m = n - first;
 				for (int i = 0; i < m; i++)
 					idx[i] = first + i;
-				if ((st = encode_pairs(t, h, kg, vg, kvw, m, idx, codes)) ||
+				if ((st = encode_pairs(t, h, kg, vg, kvw, m, idx, kr, codes)) ||
 				    (st = tiers_head_add_l1(t, l, h, m, idx, codes, NULL)))
 					goto done;
 				continue;
@@ -975,7 +1086,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 				else
 					rest[m++] = i;
 			}
-			if ((st = encode_pairs(t, h, kg, vg, kvw, n1, idx, codes)) ||
+			if ((st = encode_pairs(t, h, kg, vg, kvw, n1, idx, kr, codes)) ||
 			    (st = tiers_head_add_l1(t, l, h, n1, idx, codes, NULL)))
 				goto done;
 			if (t->mode != HSQ_MODE_HSQ || m == 0)
@@ -1005,7 +1116,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 					int s0 = parts == 2 ? b0 + part * (gs / 2) : b0;
 					int sn = parts == 2 ? (part ? bn - gs / 2 : gs / 2) : bn;
 					const int32_t *gi = rest + s0;
-					if ((st = encode_pairs(t, h, kg, vg, kvw, sn, gi, codes)) ||
+					if ((st = encode_pairs(t, h, kg, vg, kvw, sn, gi, kr, codes)) ||
 					    (st = encode_summary(t, h, R, k_rope + (size_t)g * hd, vg, kvw, sn, gi, weights, tmp,
 								 sum)) ||
 					    (st = tiers_head_add_group(t, R, h, sn, gi, codes, NULL, sum,
@@ -1016,9 +1127,11 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 		}
 	}
 	t->n_tokens = n;
+	t->params.key_rounding = rounded_by_query ? HSQ_KEY_ROUNDING_QUERY : HSQ_KEY_ROUNDING_NEAREST; /* as built */
 	if (!(st = tiers_pick_retrieval(t)))
 		st = tiers_build_residuals(ctx, t);
 done:
+	free(kr_buf);
 	free(k_rope);
 	free(k_pre);
 	free(v);

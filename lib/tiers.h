@@ -192,9 +192,11 @@ void tiers_rope_rows(const struct hsq_tiers *t, const rope_table *r, float *x, c
  * that is the shorter of the two, else as it is: the mean key of a head
  * carries most of its keys' energy, but the attention sinks point
  * elsewhere, and centring them would enlarge the errors on the tokens
- * attention weighs most (docs/tiers.md). */
+ * attention weighs most (docs/tiers.md). key_rounding: the key's
+ * query-weighted rounding factor (codec_tq_rounding), or NULL for the
+ * nearest levels. */
 hsq_status tiers_encode_token(const struct hsq_tiers *t, const tier_head *h, const float *k_pre, const float *v,
-			      uint8_t *code);
+			      const float *key_rounding, uint8_t *code);
 void tiers_decode_token(const struct hsq_tiers *t, const tier_head *h, const uint8_t *code, float *k_pre, float *v);
 
 /* Residual key codes. tiers_encode_residual codes k_pre minus what the key

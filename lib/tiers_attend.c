@@ -527,7 +527,7 @@ static hsq_status encode_tail(const struct hsq_tiers *t, const tier_layer *L, in
 		tiers_rope_rows(t, &t->rope[L->rope_table], kbuf, &L->tail_pos[i], 1, -1);
 		const tier_head *h = &L->heads[g];
 		uint8_t *code = codes + (size_t)i * tier_code4_pair(t);
-		if ((st = tiers_encode_token(t, h, kbuf, vr, code)) ||
+		if ((st = tiers_encode_token(t, h, kbuf, vr, NULL, code)) ||
 		    (h->has_res && (st = tiers_encode_residual(t, h, kbuf, code, res + (size_t)i * t->code4))))
 			return st;
 	}

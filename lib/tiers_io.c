@@ -117,6 +117,7 @@ hsq_status tiers_serialize(const struct hsq_tiers *t, int zstd_level, tier_blob 
 	put_u32(c + TC_HEAD_DIM, (uint32_t)t->head_dim);
 	put_name(c + TC_READER_NAME, hsq_reader_name(p->reader));
 	put_name(c + TC_COMPRESSOR_NAME, hsq_compressor_name(p->compressor));
+	put_u32(c + TC_KEY_ROUNDING, (uint32_t)p->key_rounding);
 
 	/* l1 and l2: table of 16-byte entries, then one aligned block per head */
 	uint64_t s1 = align64((uint64_t)n_heads * 16), s2 = s1;
@@ -252,6 +253,14 @@ hsq_status tiers_read_config(const char *path, const uint8_t *c, uint64_t size, 
 	p->compressor = (hsq_compressor_kind)get_u32(c + TC_COMPRESSOR);
 	p->keep = (int)get_u32(c + TC_KEEP);
 	p->seed = get_u64(c + TC_SEED);
+	/* reserved and 0 before format 1.5, when every writer rounded to the
+	 * nearest level */
+	uint32_t rounding = get_u32(c + TC_KEY_ROUNDING);
+	if (rounding > HSQ_KEY_ROUNDING_QUERY)
+		return hsq_fail(HSQ_ERR_UNSUPPORTED,
+				"%s: the tiers' keys were rounded by method %u, which this hsq %s does not know; upgrade hsq",
+				path, rounding, hsq_version());
+	p->key_rounding = (hsq_key_rounding)rounding;
 	if (get_u32(c + TC_CODEC) != HSQ_CODEC_TQ || get_u32(c + TC_BITS_L1L3) != 4 || get_u32(c + TC_BITS_L2) != 3)
 		return hsq_fail(HSQ_ERR_UNSUPPORTED,
 				"%s: tiers use codec %u at %u/%u bits, which this hsq %s does not read (tq at 4/3); upgrade hsq",

@@ -48,7 +48,8 @@ typedef struct tier_blob {
 #define TC_HEAD_DIM 76          /* u32 */
 #define TC_READER_NAME 80       /* char[32], NUL-padded */
 #define TC_COMPRESSOR_NAME 112  /* char[32], NUL-padded */
-/* 144..255 reserved, 0 */
+#define TC_KEY_ROUNDING 144     /* u32, hsq_key_rounding (format 1.5; 0 = nearest before) */
+/* 148..255 reserved, 0 */
 
 /* One (layer, head) row of the l1, l2 and l3.index tables, checked:
  * counts within n_tokens, every block inside its section, the frame's

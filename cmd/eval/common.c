@@ -24,6 +24,7 @@ void eval_common_init(eval_common *c, const char *sub)
 	c->budget = HSQ_BUDGET_DEFAULT;
 	c->retrieval_heads = HSQ_RETRIEVAL_DEFAULT;
 	c->residual_heads = HSQ_RESIDUAL_DEFAULT;
+	c->key_rounding = HSQ_KEY_ROUNDING_QUERY;
 	snprintf(c->log_default, sizeof c->log_default, "hsq-eval-%s.jsonl", sub);
 	c->log_path = c->log_default;
 }
@@ -88,6 +89,9 @@ int eval_common_option(eval_common *c, int id, const char *arg)
 		return 1;
 	case EOPT_RESIDUAL:
 		c->residual_heads = cli_residual_heads(EVAL_PROG, arg);
+		return 1;
+	case EOPT_ROUNDING:
+		c->key_rounding = cli_key_rounding(EVAL_PROG, arg);
 		return 1;
 	case EOPT_JSON: c->json_path = arg; return 1;
 	case EOPT_CSV: c->csv_path = arg; return 1;

@@ -41,6 +41,7 @@ enum {
 	EOPT_BUDGET,
 	EOPT_RETRIEVAL,
 	EOPT_RESIDUAL,
+	EOPT_ROUNDING,
 	EOPT_JSON,
 	EOPT_CSV,
 	EOPT_REPORT,
@@ -61,6 +62,7 @@ enum {
 	  EOPT_RETRIEVAL },                                                                                       \
 	{ "residual-heads", 0, "N", "hsq: heads whose keys get residual codes at compression: 'default', 'all' or a count", \
 	  EOPT_RESIDUAL },                                                                                        \
+	{ "key-rounding", 0, "HOW", "4-bit key codes: 'query' (default) or 'nearest' levels", EOPT_ROUNDING },    \
 	{ "model", 'm', "FILE", "GGUF model (default: $HSQ_MODEL or the installed default)", EOPT_MODEL },        \
 	{ "threads", 't', "N", "CPU threads (default: all cores)", EOPT_THREADS },                                \
 	{ "json", 0, "FILE", "write the summary as JSON to FILE", EOPT_JSON },                                    \
@@ -82,6 +84,7 @@ typedef struct eval_common {
 	int budget;             /* HSQ_BUDGET_DEFAULT, HSQ_BUDGET_ALL or tokens */
 	int retrieval_heads;    /* HSQ_RETRIEVAL_DEFAULT or a head count */
 	int residual_heads;     /* HSQ_RESIDUAL_DEFAULT, HSQ_RESIDUAL_ALL or a head count */
+	hsq_key_rounding key_rounding;
 	const char *json_path, *csv_path, *report_dir;
 	const char *log_path;
 	char log_default[64];

@@ -33,6 +33,7 @@ void eval_runner_init(eval_runner *R, const eval_common *c)
 		snprintf(R->model_id + 2 * i, 3, "%02x", R->mi.identity[i]);
 	R->tp = hsq_tier_default_params();
 	R->tp.residual_heads = c->residual_heads;
+	R->tp.key_rounding = c->key_rounding;
 	R->n_obs = R->tp.obs_window;
 	const char *tmp = getenv("TMPDIR");
 	snprintf(R->dir, sizeof R->dir, "%s/hsq-eval.XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -85,9 +86,10 @@ void eval_runner_config(const eval_runner *R, sbuf *b)
 	sb_jnum(b, p->l1_fraction);
 	sb_printf(b, ",\"group_size\":%d,\"medium_fraction\":", p->group_size);
 	sb_jnum(b, p->medium_fraction);
-	sb_printf(b, ",\"obs_window\":%d,\"reader\":\"%s\",\"compressor\":\"%s\",\"seed\":%llu,\"keep\":%d}",
+	sb_printf(b, ",\"obs_window\":%d,\"reader\":\"%s\",\"compressor\":\"%s\",\"seed\":%llu,\"keep\":%d,"
+		  "\"key_rounding\":\"%s\"}",
 		  p->obs_window, hsq_reader_name(p->reader), hsq_compressor_name(p->compressor),
-		  (unsigned long long)p->seed, p->keep);
+		  (unsigned long long)p->seed, p->keep, hsq_key_rounding_name(p->key_rounding));
 }
 
 static hsq_context_params ctx_params(const eval_runner *R, int n_ctx)

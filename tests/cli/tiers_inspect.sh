@@ -67,6 +67,18 @@ run "$P" -m "$M" --mode hsq -t 2 --residual-heads some -o "$TMP/rbad.hsq" -f "$T
 expect "a bad --residual-heads exits 2" 2 "--residual-heads"
 run "$P" -m "$M" --mode full -t 2 --residual-heads all -o "$TMP/rbad.hsq" -f "$TMP/doc.txt"
 expect "--residual-heads with --mode full exits 2" 2 "do not apply to --mode full"
+
+# --- --key-rounding: query by default, nearest on request, same size, a bad value
+run "$I" "$S"; expect_out "the default rounds keys for the queries" "^params: .*, key-rounding query\$"
+run "$P" -m "$M" --mode hsq -t 2 --key-rounding nearest -o "$TMP/near.hsq" -f "$TMP/doc.txt"
+expect "hsq-prefill --key-rounding nearest succeeds" 0 ""
+run "$I" --json "$TMP/near.hsq"; expect "inspect --json of --key-rounding nearest succeeds" 0 ""
+printf '%s' "$out" | grep -q '"key_rounding":"nearest"' && ok "--json reports key_rounding nearest" ||
+	fail "--json does not report key_rounding nearest"
+cmp -s "$TMP/near.hsq" "$S" && fail "--key-rounding nearest wrote the same file as query" ||
+	ok "--key-rounding nearest writes other key codes"
+run "$P" -m "$M" --mode hsq -t 2 --key-rounding round -o "$TMP/rbad.hsq" -f "$TMP/doc.txt"
+expect "a bad --key-rounding exits 2" 2 "--key-rounding 'round' is unknown; use query or nearest"
 head -n 1 "$T" | grep -q '^# hsq trace 1' && ok "the trace starts with its comment" || fail "trace head: $(head -n 1 "$T")"
 bad=$(grep -v '^#' "$T" | grep -Evc "^[0-9]+$TAB[0-9]+$TAB[0-9]+$TAB([0-9]+(,[0-9]+)*|-)\$")
 [ "$bad" -eq 0 ] && [ "$n_data" -gt 0 ] && [ $((n_data % 90)) -eq 0 ] &&
@@ -75,7 +87,7 @@ bad=$(grep -v '^#' "$T" | grep -Evc "^[0-9]+$TAB[0-9]+$TAB[0-9]+$TAB([0-9]+(,[0-
 # --- the tier report
 run "$I" "$S"; expect "inspect of an hsq snapshot succeeds" 0 ""
 [ -z "$err" ] && ok "inspect is quiet on stderr" || fail "stderr: $err"
-expect_out "shows the format version" "hsq snapshot 1\.4"
+expect_out "shows the format version" "hsq snapshot 1\.5"
 expect_out "shows the mode" "mode: +hsq"
 expect_out "shows the reader and compressor" "tiers: +reader obs-attention, compressor obs-weighted"
 expect_out "shows the tier parameters" "params: +sinks 4, window 64, l1-fraction 0\.03, group-size 16, medium-fraction 0\.25"
@@ -102,7 +114,7 @@ if [ "$have_py" -eq 1 ]; then
 	if python3 - "$TMP/tiers.json" "$size" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
-assert j["mode"] == "hsq" and j["version"] == "1.4" and j["verified"] is True, j["mode"]
+assert j["mode"] == "hsq" and j["version"] == "1.5" and j["verified"] is True, j["mode"]
 assert [s["name"] for s in j["sections"]] == ["meta", "tokens", "tiers", "l1", "l2", "l3.index", "l3", "router.heads", "centres", "keys.residual"]
 assert all(s["checksum"] == "ok" for s in j["sections"])
 t = j["tiers"]

@@ -133,6 +133,19 @@ static float tq_score(const hsq_codec_query *q, const uint8_t *code)
 	return s;
 }
 
+/* R applied to each row of src (d x d): into the rows of dst, or with
+ * transposed into its columns. buf: 2 d floats. */
+static void rotate_rows(const hsq_rotation *rot, const double *src, int d, int transposed, double *dst, float *buf)
+{
+	for (int i = 0; i < d; i++) {
+		for (int j = 0; j < d; j++)
+			buf[j] = (float)src[(size_t)i * d + j];
+		hsq_rotation_apply(rot, buf, buf + d);
+		for (int j = 0; j < d; j++)
+			dst[transposed ? (size_t)j * d + i : (size_t)i * d + j] = buf[d + j];
+	}
+}
+
 hsq_status codec_tq_rounding(const hsq_codec *c, const double *m, double damp, float *u)
 {
 	if (c->params.kind != HSQ_CODEC_TQ)
@@ -149,25 +162,14 @@ hsq_status codec_tq_rounding(const hsq_codec *c, const double *m, double damp, f
 		goto done;
 	}
 	/* w = R m R^T: the weight in the rotated basis the codebook rounds in.
-	 * Rows of (R m) first (m is symmetric, so its column j is its row j),
-	 * then R applied to each row of that. */
+	 * a = R m column by column (m is symmetric: its column j is its row
+	 * j), then w = a R^T row by row. */
 	double *a = w + dd, *up = w + 2 * dd;
-	for (int j = 0; j < d; j++) {
-		for (int i = 0; i < d; i++)
-			col[i] = (float)m[(size_t)j * d + i];
-		hsq_rotation_apply(im->rot, col, col + d);
-		for (int i = 0; i < d; i++)
-			a[(size_t)i * d + j] = col[d + i];
-	}
+	rotate_rows(im->rot, m, d, 1, a, col);
+	rotate_rows(im->rot, a, d, 0, w, col);
 	double mean_diag = 0.0;
-	for (int i = 0; i < d; i++) {
-		for (int j = 0; j < d; j++)
-			col[j] = (float)a[(size_t)i * d + j];
-		hsq_rotation_apply(im->rot, col, col + d);
-		for (int j = 0; j < d; j++)
-			w[(size_t)i * d + j] = col[d + j];
+	for (int i = 0; i < d; i++)
 		mean_diag += w[(size_t)i * d + i] / d;
-	}
 	/* Symmetrize what float rounding broke, and damp: without queries
 	 * (mean_diag 0) this is the identity, plain nearest rounding. */
 	double floor_ = mean_diag > 0.0 ? damp * mean_diag : 1.0;

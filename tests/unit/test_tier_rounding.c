@@ -61,17 +61,7 @@ static hsq_context_params params(void)
 
 static hsq_context *prefill(void)
 {
-	hsq_context_params cp = params();
-	hsq_context *c = NULL;
-	hsq_token *toks = NULL;
-	size_t n = 0;
-	cr_assert_eq(hsq_context_new(model, &cp, &c), HSQ_OK, "%s", hsq_last_error());
-	cr_assert_eq(hsq_tokenize(model, text, strlen(text), -1, 0, &toks, &n), HSQ_OK, "%s", hsq_last_error());
-	cr_assert_geq(n, 200, "the sample text is %zu tokens", n);
-	n_tok = (int)(n < N_TOK ? n : N_TOK);
-	cr_assert_eq(hsq_context_eval(c, toks, (size_t)n_tok, NULL, 0), HSQ_OK, "%s", hsq_last_error());
-	hsq_free(toks);
-	return c;
+	return tier_probe_prefill(model, text, params().n_ctx, 200, N_TOK, &n_tok);
 }
 
 static void setup(void)

@@ -1,5 +1,6 @@
-/* tier_probe.h - what the tier tests compare codes against: a row of the
- * full cache a context held before compression, and squared distances. */
+/* tier_probe.h - what the tier tests compare codes against: a context
+ * that has read a text, a row of the full cache it held before
+ * compression, and squared distances. */
 #ifndef HSQ_TEST_TIER_PROBE_H
 #define HSQ_TEST_TIER_PROBE_H
 
@@ -7,7 +8,31 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <criterion/criterion.h>
+
+#include "hsq.h"
 #include "tiers.h"
+
+/* A new context of n_ctx positions (one thread) that has evaluated the
+ * first max_tok tokens of text, or all of them when fewer; the text must
+ * give at least min_tok. *n_tok: the tokens evaluated. */
+static inline hsq_context *tier_probe_prefill(hsq_model *model, const char *text, int n_ctx, int min_tok, int max_tok,
+					      int *n_tok)
+{
+	hsq_context_params cp = hsq_context_default_params();
+	cp.n_ctx = n_ctx;
+	cp.n_threads = 1;
+	hsq_context *c = NULL;
+	hsq_token *toks = NULL;
+	size_t n = 0;
+	cr_assert_eq(hsq_context_new(model, &cp, &c), HSQ_OK, "%s", hsq_last_error());
+	cr_assert_eq(hsq_tokenize(model, text, strlen(text), -1, 0, &toks, &n), HSQ_OK, "%s", hsq_last_error());
+	cr_assert_geq(n, (size_t)min_tok, "the sample text is %zu tokens", n);
+	*n_tok = (int)(n < (size_t)max_tok ? n : (size_t)max_tok);
+	cr_assert_eq(hsq_context_eval(c, toks, (size_t)*n_tok, NULL, 0), HSQ_OK, "%s", hsq_last_error());
+	hsq_free(toks);
+	return c;
+}
 
 /* Row i of head g of layer l from a copy of the cache (planes of n_tok
  * rows of n_head_kv * head_dim floats per layer) into x; for keys (which

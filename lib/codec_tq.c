@@ -172,11 +172,11 @@ hsq_status codec_tq_rounding(const hsq_codec *c, const double *m, double damp, f
 		mean_diag += w[(size_t)i * d + i] / d;
 	/* Symmetrize what float rounding broke, and damp: without queries
 	 * (mean_diag 0) this is the identity, plain nearest rounding. */
-	double floor_ = mean_diag > 0.0 ? damp * mean_diag : 1.0;
+	double ridge = mean_diag > 0.0 ? damp * mean_diag : 1.0;
 	for (int i = 0; i < d; i++) {
 		for (int j = 0; j < i; j++)
 			w[(size_t)i * d + j] = w[(size_t)j * d + i] = 0.5 * (w[(size_t)i * d + j] + w[(size_t)j * d + i]);
-		w[(size_t)i * d + i] += floor_;
+		w[(size_t)i * d + i] += ridge;
 	}
 	if ((st = hsq_inverse_cholesky_upper(w, d, up, a)))
 		goto done;

@@ -12,15 +12,18 @@
  * the last 32 tokens, saved as a full snapshot); every method loads it,
  * evaluates those 32 tokens (the reader's observation window), is
  * compressed, then reads the question and answers greedily (24 tokens).
- * A trial succeeds when the answer contains the number. The same haystack,
+ * A trial succeeds when the answer contains the number; each method also
+ * logs the log-probability of the number, teacher-forced (lp_*, nats). The same haystack,
  * needle, position and question serve every method (paired trials). Tier
  * parameters and budget can be changed through the environment
  * (bench_util.h: HSQ_Q_GROUP, HSQ_Q_BUDGET, HSQ_Q_RETRIEVAL, ...). To look
  * at one trial or one method: HSQ_NEEDLE_METHODS (e.g. "hsq"), HSQ_NEEDLE_FIRST (the first
- * trial to run), HSQ_NEEDLE_RECALL (print hsq's router recall per layer).
+ * trial to run), HSQ_NEEDLE_RECALL (print hsq's router recall per layer),
+ * HSQ_NEEDLE_CACHE (a directory keeping each trial's prefill snapshot).
  *
  * Prints one line per trial and success counts per method and depth, with
  * the discordant pairs of each method against full. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +96,54 @@ static void append(hsq_token **dst, size_t *n, const hsq_token *src, size_t k)
 	*n += k;
 }
 
+/* A method's context after the question: the trial's prefill loaded from
+ * snap, the observation window evaluated, compressed, the question read;
+ * logits holds the next token's. */
+static hsq_context *open_method(const hsq_model *model, const char *snap, const hsq_context_params *cp,
+				hsq_snapshot_mode mode, const hsq_tier_params *tp, const hsq_token *prompt,
+				size_t n_ctx_tokens, size_t n_question, float *logits)
+{
+	hsq_context *ctx;
+	if (hsq_snapshot_load(model, snap, cp, &ctx) ||
+	    hsq_context_eval(ctx, prompt + n_ctx_tokens - N_OBS, N_OBS, NULL, 0) ||
+	    hsq_context_compress(ctx, mode, tp) || bench_set_budget(ctx) ||
+	    hsq_context_eval(ctx, prompt + n_ctx_tokens, n_question, logits, 0))
+		die("method");
+	return ctx;
+}
+
+/* log P(number | question, "The special magic number for CITY is"), nats,
+ * teacher-forced as hsq-eval needle scores it: a continuous, paired
+ * measure with more power than the success counts. */
+static double number_logp(const hsq_model *model, hsq_context *ctx, float *logits, size_t V, const char *city,
+			  unsigned number)
+{
+	char pre[128], ref[160];
+	snprintf(pre, sizeof pre, "The special magic number for %s is", city);
+	snprintf(ref, sizeof ref, "%s %u", pre, number);
+	size_t np, n, from = 0;
+	hsq_token *p = tokenize(model, pre, 0, &np), *a = tokenize(model, ref, 0, &n);
+	while (from < np && from < n && p[from] == a[from])
+		from++;
+	if (from && hsq_context_eval(ctx, a, from, logits, 0))
+		die("answer prefix");
+	double lp = 0.0;
+	for (size_t i = from; i < n; i++) {
+		float mx = logits[0];
+		for (size_t v = 1; v < V; v++)
+			mx = logits[v] > mx ? logits[v] : mx;
+		double z = 0.0;
+		for (size_t v = 0; v < V; v++)
+			z += exp((double)logits[v] - mx);
+		lp += (double)logits[a[i]] - mx - log(z);
+		if (i + 1 < n && hsq_context_eval(ctx, &a[i], 1, logits, 0))
+			die("answer");
+	}
+	hsq_free(p);
+	hsq_free(a);
+	return lp;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 6) {
@@ -124,8 +175,9 @@ int main(int argc, char **argv)
 	hsq_token *open = tokenize(model, all, 1, &n_open);
 	const char *close_text = cut + 1;
 
+	const char *hay_name = strrchr(argv[5], '/') ? strrchr(argv[5], '/') + 1 : argv[5];
 	hsq_tier_params tp = bench_tier_params();
-	char snap[64];
+	char snap[512];
 	snprintf(snap, sizeof snap, "/tmp/needle-%d.hsq", (int)getpid());
 	size_t V = (size_t)mi.n_vocab;
 	float *logits = malloc(V * sizeof *logits);
@@ -135,7 +187,8 @@ int main(int argc, char **argv)
 
 	printf("# needle: %s, context %d tokens, %d trials, haystack %s (%zu tokens), seed %llu, threads %d\n", mi.name,
 	       ctx_len, n_trials, argv[5], n_hay, (unsigned long long)seed, threads);
-	printf("%-5s %-6s %-8s %-8s %-6s %-6s %-6s\n", "trial", "depth", "city", "number", "full", "quant", "hsq");
+	printf("%-5s %-6s %-8s %-8s %-6s %-6s %-6s %8s %8s %8s\n", "trial", "depth", "city", "number", "full", "quant",
+	       "hsq", "lp_full", "lp_quant", "lp_hsq");
 	int first_trial = getenv("HSQ_NEEDLE_FIRST") ? atoi(getenv("HSQ_NEEDLE_FIRST")) : 0;
 	for (int trial = first_trial; trial < n_trials; trial++) {
 		uint64_t s = seed * 1000003ull + (uint64_t)trial;
@@ -170,29 +223,35 @@ int main(int argc, char **argv)
 		size_t n_ctx_tokens = n; /* the document: what hsq-prefill would store */
 		append(&prompt, &n, question, n_question);
 
-		hsq_context *pre;
-		if (hsq_context_new(model, &cp, &pre))
-			die("context");
-		if (hsq_context_eval(pre, prompt, n_ctx_tokens - N_OBS, NULL, 0))
-			die("prefill");
-		if (hsq_snapshot_save(pre, snap, HSQ_MODE_FULL, 1))
-			die("save");
-		hsq_context_free(pre);
+		/* HSQ_NEEDLE_CACHE=DIR keeps each trial's prefill as a full
+		 * snapshot, so trying router variants costs only their decode. */
+		const char *cache = getenv("HSQ_NEEDLE_CACHE");
+		if (cache)
+			snprintf(snap, sizeof snap, "%s/%s-%d-%llu-%d.hsq", cache, hay_name, ctx_len,
+				 (unsigned long long)seed, trial);
+		if (!cache || access(snap, R_OK) != 0) {
+			hsq_context *pre;
+			if (hsq_context_new(model, &cp, &pre))
+				die("context");
+			if (hsq_context_eval(pre, prompt, n_ctx_tokens - N_OBS, NULL, 0))
+				die("prefill");
+			if (hsq_snapshot_save(pre, snap, HSQ_MODE_FULL, 1))
+				die("save");
+			hsq_context_free(pre);
+		}
 
 		int ok[N_METHODS];
+		double lp[N_METHODS]; /* log-probability of the number, nats */
 		char answers[N_METHODS][256];
 		for (int m = 0; m < N_METHODS; m++) {
-			hsq_context *ctx;
 			if (!method_wanted(methods[m])) {
 				ok[m] = 0;
+				lp[m] = NAN;
 				strcpy(answers[m], "-");
 				continue;
 			}
-			if (hsq_snapshot_load(model, snap, &cp, &ctx) ||
-			    hsq_context_eval(ctx, prompt + n_ctx_tokens - N_OBS, N_OBS, NULL, 0) ||
-			    hsq_context_compress(ctx, methods[m], &tp) || bench_set_budget(ctx) ||
-			    hsq_context_eval(ctx, prompt + n_ctx_tokens, n_question, logits, 0))
-				die("method");
+			hsq_context *ctx = open_method(model, snap, &cp, methods[m], &tp, prompt, n_ctx_tokens,
+						       n_question, logits);
 			if (getenv("HSQ_NEEDLE_RECALL") && methods[m] == HSQ_MODE_HSQ)
 				hsq_context_set_recall_probe(ctx, 1);
 			hsq_detok dt = { { 0 }, 0 };
@@ -229,6 +288,9 @@ int main(int argc, char **argv)
 			ok[m] = strstr(ans, num) != NULL;
 			success[m][d] += ok[m];
 			hsq_context_free(ctx);
+			ctx = open_method(model, snap, &cp, methods[m], &tp, prompt, n_ctx_tokens, n_question, logits);
+			lp[m] = number_logp(model, ctx, logits, V, city, number);
+			hsq_context_free(ctx);
 		}
 		trials[d]++;
 		for (int m = 1; m < N_METHODS; m++) {
@@ -239,15 +301,16 @@ int main(int argc, char **argv)
 			for (char *c = answers[m]; *c; c++)
 				if (*c == '\n' || *c == '\t')
 					*c = ' ';
-		printf("%-5d %-6d %-8s %-8u %-6s %-6s %-6s | %s | %s | %s\n", trial, depths[d], city, number,
-		       ok[0] ? "ok" : "miss", ok[1] ? "ok" : "miss", ok[2] ? "ok" : "miss", answer_tail(answers[0]),
-		       answer_tail(answers[1]), answer_tail(answers[2]));
+		printf("%-5d %-6d %-8s %-8u %-6s %-6s %-6s %8.3f %8.3f %8.3f | %s | %s | %s\n", trial, depths[d], city,
+		       number, ok[0] ? "ok" : "miss", ok[1] ? "ok" : "miss", ok[2] ? "ok" : "miss", lp[0], lp[1], lp[2],
+		       answer_tail(answers[0]), answer_tail(answers[1]), answer_tail(answers[2]));
 		fflush(stdout);
 		free(prompt);
 		hsq_free(needle);
 		hsq_free(question);
 	}
-	unlink(snap);
+	if (!getenv("HSQ_NEEDLE_CACHE"))
+		unlink(snap);
 	printf("\n# successes per depth (trials)\n%-8s", "method");
 	for (int d = 0; d < N_DEPTHS; d++)
 		printf(" %3d%%(%d)", depths[d], trials[d]);

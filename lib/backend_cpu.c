@@ -19,6 +19,11 @@
 #include "threadpool.h"
 #include "vec_f32.h"
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+#define HSQ_CPU_AVX2 1
+#include "backend_cpu_avx2.h"
+#endif
+
 
 #define ROWS_PER_TASK 16
 #define MAX_THREADS 256
@@ -78,6 +83,12 @@ static void tile_4x1(const float *w, int ldw, const float *x, int n, float *y)
  * tile_4x4 call this one slowed gemma's matmul by a fifth (measured). */
 static void tile_4x4q(const float *k, int ldk, const float *const *q, int n, float *const *s)
 {
+#ifdef HSQ_CPU_AVX2
+	for (int i0 = 0; i0 < 4; i0 += 2)
+		for (int r0 = 0; r0 < 4; r0 += 2)
+			tile_2x2q8(k, ldk, q, n, s, r0, i0);
+	return;
+#endif
 	vf16 acc[4][4] = { { { 0 } } };
 	int d = 0;
 	for (; d + 16 <= n; d += 16) {
@@ -133,21 +144,42 @@ fused_tile(block_decoder decode, size_t block_bytes, const uint8_t *w, size_t ro
 			y[(size_t)t * ldy + r] = hsum16(acc[t][r]) + 0.0f;
 }
 
+#ifdef HSQ_CPU_AVX2
+#define FUSED_TILE(decode, block_bytes, w, rb, R, x, ldx, T, n, y, ldy) \
+	fused_tile8(qb8_##decode, block_bytes, w, rb, R, x, ldx, T, n, y, ldy)
+#else
+#define FUSED_TILE(decode, block_bytes, w, rb, R, x, ldx, T, n, y, ldy) \
+	fused_tile(qb_##decode, block_bytes, w, rb, R, x, ldx, T, n, y, ldy)
+#endif
+
+/* Tile of the fused kernels, rows x tokens: its accumulators (R x T
+ * 16-lane vectors) and decoded blocks must fit the vector registers.
+ * AVX-512 has 32 of 16 lanes: 4 x 4. With sixteen of 8 lanes (AVX2) a
+ * 16-lane vector takes two: 1 row x 4 tokens (8 + 4 registers, one block
+ * decode per 16 multiply-adds). The shape never changes a result. */
+#ifdef HSQ_CPU_AVX2
+#define FUSED_R 1
+#define FUSED_T 4
+#else
+#define FUSED_R 4
+#define FUSED_T 4
+#endif
+
 #define DEFINE_FUSED(name, decode, block_bytes)                                                              \
 	static void name(const uint8_t *w, size_t rb, int R, const float *x, int ldx, int T, int n, float *y,   \
 			 int ldy)                                                                               \
 	{                                                                                                       \
 		switch (R * 8 + T) {                                                                            \
-		case 4 * 8 + 4: fused_tile(decode, block_bytes, w, rb, 4, x, ldx, 4, n, y, ldy); break;         \
-		case 4 * 8 + 1: fused_tile(decode, block_bytes, w, rb, 4, x, ldx, 1, n, y, ldy); break;         \
-		case 1 * 8 + 4: fused_tile(decode, block_bytes, w, rb, 1, x, ldx, 4, n, y, ldy); break;         \
-		default: /* R == 1, T == 1 */ fused_tile(decode, block_bytes, w, rb, 1, x, ldx, 1, n, y, ldy);  \
+		case 4 * 8 + 4: FUSED_TILE(decode, block_bytes, w, rb, 4, x, ldx, 4, n, y, ldy); break;         \
+		case 4 * 8 + 1: FUSED_TILE(decode, block_bytes, w, rb, 4, x, ldx, 1, n, y, ldy); break;         \
+		case 1 * 8 + 4: FUSED_TILE(decode, block_bytes, w, rb, 1, x, ldx, 4, n, y, ldy); break;         \
+		default: /* R == 1, T == 1 */ FUSED_TILE(decode, block_bytes, w, rb, 1, x, ldx, 1, n, y, ldy);  \
 		}                                                                                               \
 	}
 
-DEFINE_FUSED(fused_q4_0, qb_q4_0, Q4_0_BYTES)
-DEFINE_FUSED(fused_q4_1, qb_q4_1, Q4_1_BYTES)
-DEFINE_FUSED(fused_q8_0, qb_q8_0, Q8_0_BYTES)
+DEFINE_FUSED(fused_q4_0, q4_0, Q4_0_BYTES)
+DEFINE_FUSED(fused_q4_1, q4_1, Q4_1_BYTES)
+DEFINE_FUSED(fused_q8_0, q8_0, Q8_0_BYTES)
 
 typedef void (*fused_fn)(const uint8_t *w, size_t rb, int R, const float *x, int ldx, int T, int n, float *y, int ldy);
 
@@ -168,19 +200,19 @@ static void matmul_fused(const matmul_job *j, fused_fn fn, int r0, int nr)
 	int n = (int)w->cols, ldy = (int)w->rows;
 	const uint8_t *base = w->data + (size_t)r0 * w->row_bytes;
 	int t = 0;
-	for (; t + 4 <= j->n_tok; t += 4) {
+	for (; t + FUSED_T <= j->n_tok; t += FUSED_T) {
 		int r = 0;
-		for (; r + 4 <= nr; r += 4)
-			fn(base + (size_t)r * w->row_bytes, w->row_bytes, 4, j->x + (size_t)t * n, n, 4, n,
+		for (; r + FUSED_R <= nr; r += FUSED_R)
+			fn(base + (size_t)r * w->row_bytes, w->row_bytes, FUSED_R, j->x + (size_t)t * n, n, FUSED_T, n,
 			   j->y + (size_t)t * ldy + r0 + r, ldy);
 		for (; r < nr; r++)
-			fn(base + (size_t)r * w->row_bytes, w->row_bytes, 1, j->x + (size_t)t * n, n, 4, n,
+			fn(base + (size_t)r * w->row_bytes, w->row_bytes, 1, j->x + (size_t)t * n, n, FUSED_T, n,
 			   j->y + (size_t)t * ldy + r0 + r, ldy);
 	}
 	for (; t < j->n_tok; t++) {
 		int r = 0;
-		for (; r + 4 <= nr; r += 4)
-			fn(base + (size_t)r * w->row_bytes, w->row_bytes, 4, j->x + (size_t)t * n, n, 1, n,
+		for (; r + FUSED_R <= nr; r += FUSED_R)
+			fn(base + (size_t)r * w->row_bytes, w->row_bytes, FUSED_R, j->x + (size_t)t * n, n, 1, n,
 			   j->y + (size_t)t * ldy + r0 + r, ldy);
 		for (; r < nr; r++)
 			fn(base + (size_t)r * w->row_bytes, w->row_bytes, 1, j->x + (size_t)t * n, n, 1, n,

@@ -1,0 +1,96 @@
+/* backend_cpu_avx2.h - the fused weight kernels and the attention score
+ * tile for AVX2 machines without AVX-512 (internal; included by
+ * backend_cpu.c only when __AVX2__ && !__AVX512F__).
+ *
+ * The portable kernels hold a 16-lane accumulator per output; with sixteen
+ * 8-lane registers a 4 x 4 tile of them is 32 registers and gcc spilled it,
+ * and passed decoded blocks through memory a lane at a time: prefill ran
+ * 12-18x slower than on an AVX-512 machine. Here every 16-lane accumulator
+ * is an explicit pair of 8-lane registers (lanes 0-7, 8-15) and tiles are
+ * sized to fit. Each output is still summed in the dot_f32 order: lane l
+ * accumulates the products k = l, l + 16, l + 32, ... in that order, then
+ * hsum16's tree; so decode and prefill, and every tile shape, agree bit for
+ * bit. Products and sums are written as operators, not FMA intrinsics, so
+ * that gcc contracts them (or not, at -O1) exactly as it does the portable
+ * kernels they must equal. */
+#ifndef HSQ_BACKEND_CPU_AVX2_H
+#define HSQ_BACKEND_CPU_AVX2_H
+
+#include <immintrin.h>
+
+#include "quant_blocks.h"
+#include "vec_f32.h"
+
+/* hsum16 of the 16-lane vector (lo = lanes 0-7, hi = lanes 8-15). */
+static inline float hsum16_pair(__m256 lo, __m256 hi)
+{
+	__m256 a = _mm256_add_ps(lo, hi);
+	__m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+	float f[4];
+	_mm_storeu_ps(f, b);
+	return (f[0] + f[2]) + (f[1] + f[3]);
+}
+
+typedef void (*block_decoder8)(const uint8_t *b, __m256 v[4]);
+
+/* y[t][r] for R rows of blocks and T tokens (compile-time constants after
+ * inlining). One row's block is decoded into 4 registers and used at once
+ * by every token, so R x T pairs of accumulators plus 4 stay in registers
+ * for R * T <= 5. */
+static inline __attribute__((always_inline)) void
+fused_tile8(block_decoder8 decode, size_t block_bytes, const uint8_t *w, size_t row_bytes, int R, const float *x,
+	    int ldx, int T, int n, float *y, int ldy)
+{
+	__m256 acc[4][4][2];
+	for (int t = 0; t < T; t++)
+		for (int r = 0; r < R; r++)
+			acc[t][r][0] = acc[t][r][1] = _mm256_setzero_ps();
+	for (int b = 0; b < n / 32; b++) {
+#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			__m256 v[4];
+			decode(w + (size_t)r * row_bytes + (size_t)b * block_bytes, v);
+#pragma GCC unroll 4
+			for (int t = 0; t < T; t++) {
+				const float *xb = x + (size_t)t * ldx + 32 * b;
+				/* values 0-15 against x[0..15] (chunk 32b), then
+				 * 16-31 against x[16..31] (chunk 32b + 16) */
+				acc[t][r][0] += v[0] * _mm256_loadu_ps(xb);
+				acc[t][r][1] += v[1] * _mm256_loadu_ps(xb + 8);
+				acc[t][r][0] += v[2] * _mm256_loadu_ps(xb + 16);
+				acc[t][r][1] += v[3] * _mm256_loadu_ps(xb + 24);
+			}
+		}
+	}
+	for (int t = 0; t < T; t++)
+		for (int r = 0; r < R; r++)
+			y[(size_t)t * ldy + r] = hsum16_pair(acc[t][r][0], acc[t][r][1]) + 0.0f;
+}
+
+/* 2 keys against 2 queries, in the dot_f32 order (tile_4x4q's contract). */
+static inline void tile_2x2q8(const float *k, int ldk, const float *const *q, int n, float *const *s, int r0,
+			      int i0)
+{
+	__m256 acc[2][2][2];
+	for (int i = 0; i < 2; i++)
+		for (int r = 0; r < 2; r++)
+			acc[i][r][0] = acc[i][r][1] = _mm256_setzero_ps();
+	int d = 0;
+	for (; d + 16 <= n; d += 16)
+#pragma GCC unroll 2
+		for (int r = 0; r < 2; r++) {
+			const float *kr = k + (size_t)(r0 + r) * ldk + d;
+			__m256 k0 = _mm256_loadu_ps(kr), k1 = _mm256_loadu_ps(kr + 8);
+#pragma GCC unroll 2
+			for (int i = 0; i < 2; i++) {
+				acc[i][r][0] += k0 * _mm256_loadu_ps(q[i0 + i] + d);
+				acc[i][r][1] += k1 * _mm256_loadu_ps(q[i0 + i] + d + 8);
+			}
+		}
+	for (int i = 0; i < 2; i++)
+		for (int r = 0; r < 2; r++)
+			s[i0 + i][r0 + r] = hsum16_pair(acc[i][r][0], acc[i][r][1]) +
+					    tail_dot(k + (size_t)(r0 + r) * ldk, q[i0 + i], d, n);
+}
+
+#endif

@@ -383,6 +383,10 @@ static void attn_task(void *arg, int task, int thread)
 		s[p] = dot_f32(q, kb + (p - run) * kvw, hd);
 	softmax_weights(s, n, j->scale);
 	int d0 = 0;
+#ifdef HSQ_CPU_AVX2
+	if (run == n) /* one contiguous run of rows: the blocked task's kernel */
+		d0 = attn_values8(vb + (size_t)r0 * kvw, kvw, hd, &s, &n, &out, 1, n, n);
+#endif
 	/* 16-lane blocks of the output accumulate in registers over positions */
 	for (; d0 + 16 <= hd; d0 += 16) {
 		vf16 acc = { 0 };
@@ -415,6 +419,9 @@ static inline __attribute__((always_inline)) void attn_values(const float *vb, s
 		n_max = n[i] > n_max ? n[i] : n_max;
 	}
 	int d0 = 0;
+#ifdef HSQ_CPU_AVX2
+	d0 = attn_values8(vb, kvw, hd, w, n, out, Q, n_min, n_max);
+#endif
 	for (; d0 + 16 <= hd; d0 += 16) {
 		vf16 acc[4] = { { 0 } };
 		int p = 0;

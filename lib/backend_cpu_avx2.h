@@ -93,4 +93,46 @@ static inline void tile_2x2q8(const float *k, int ldk, const float *const *q, in
 					    tail_dot(k + (size_t)(r0 + r) * ldk, q[i0 + i], d, n);
 }
 
+/* attn_values' 16-lane blocks (d0 = 0, 16, ... below hd) for Q queries:
+ * out[i][d0..d0+15] = sum over p < n[i] of w[i][p] * v_p, in position
+ * order, each block a pair of 8-lane accumulators per query. */
+static inline __attribute__((always_inline)) int attn_values8(const float *vb, size_t kvw, int hd,
+							      float *const *w, const int *n, float *const *out,
+							      const int Q, int n_min, int n_max)
+{
+	int d0 = 0;
+	for (; d0 + 16 <= hd; d0 += 16) {
+		__m256 acc[4][2];
+		for (int i = 0; i < Q; i++)
+			acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+		int p = 0;
+		for (; p < n_min; p++) {
+			const float *row = vb + (size_t)p * kvw + d0;
+			__m256 v0 = _mm256_loadu_ps(row), v1 = _mm256_loadu_ps(row + 8);
+#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++) {
+				__m256 wi = _mm256_set1_ps(w[i][p]);
+				acc[i][0] += wi * v0;
+				acc[i][1] += wi * v1;
+			}
+		}
+		for (; p < n_max; p++) {
+			const float *row = vb + (size_t)p * kvw + d0;
+			__m256 v0 = _mm256_loadu_ps(row), v1 = _mm256_loadu_ps(row + 8);
+#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++)
+				if (p < n[i]) {
+					__m256 wi = _mm256_set1_ps(w[i][p]);
+					acc[i][0] += wi * v0;
+					acc[i][1] += wi * v1;
+				}
+		}
+		for (int i = 0; i < Q; i++) {
+			_mm256_storeu_ps(out[i] + d0, acc[i][0]);
+			_mm256_storeu_ps(out[i] + d0 + 8, acc[i][1]);
+		}
+	}
+	return d0;
+}
+
 #endif

@@ -45,6 +45,14 @@ typedef struct cpu_backend {
  * hide FMA latency; each accumulates exactly like dot_f32. */
 static void tile_4x4(const float *w, int ldw, const float *x, int ldx, int n, float *y, int ldy)
 {
+#ifdef HSQ_CPU_AVX2 /* 16 accumulators of 16 lanes do not fit 16 registers */
+	const float *xt[4] = { x, x + ldx, x + 2 * (size_t)ldx, x + 3 * (size_t)ldx };
+	float *yt[4] = { y, y + ldy, y + 2 * (size_t)ldy, y + 3 * (size_t)ldy };
+	for (int t0 = 0; t0 < 4; t0 += 2)
+		for (int r0 = 0; r0 < 4; r0 += 2)
+			tile_2x2q8(w, ldw, xt, n, yt, r0, t0);
+	return;
+#endif
 	vf16 acc[4][4] = { { { 0 } } };
 	int k = 0;
 	for (; k + 16 <= n; k += 16) {

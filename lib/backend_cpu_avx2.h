@@ -67,7 +67,9 @@ fused_tile8(block_decoder8 decode, size_t block_bytes, const uint8_t *w, size_t 
 			y[(size_t)t * ldy + r] = hsum16_pair(acc[t][r][0], acc[t][r][1]) + 0.0f;
 }
 
-/* 2 keys against 2 queries, in the dot_f32 order (tile_4x4q's contract). */
+/* Rows r0, r0 + 1 of k (ldk apart) against vectors q[i0], q[i0 + 1]:
+ * s[i][r] = k_r . q_i in the dot_f32 order. A quarter of tile_4x4q (keys x
+ * queries) or of tile_4x4 (weight rows x tokens). */
 static inline void tile_2x2q8(const float *k, int ldk, const float *const *q, int n, float *const *s, int r0,
 			      int i0)
 {

@@ -3,7 +3,9 @@
  *
  * dequant.c (rows to memory) and the fused matmul kernels in backend_cpu.c
  * (blocks straight into registers) both decode through these functions, so
- * a weight has the same float value on every path. Layouts in dequant.h. */
+ * a weight has the same float value on every path; on AVX2 without AVX-512
+ * through the 8-lane qb8_* forms, which qb_* are built from there. Layouts
+ * in dequant.h. */
 #ifndef HSQ_QUANT_BLOCKS_H
 #define HSQ_QUANT_BLOCKS_H
 

@@ -1,6 +1,7 @@
-/* backend_cpu_avx2.h - the fused weight kernels and the attention score
- * tile for AVX2 machines without AVX-512 (internal; included by
- * backend_cpu.c only when __AVX2__ && !__AVX512F__).
+/* backend_cpu_avx2.h - the fused weight kernels, the 2 x 2 dot-product
+ * tile (attention scores and the f32 matmul) and the attention value sums
+ * for AVX2 machines without AVX-512 (internal; included by backend_cpu.c
+ * only when __AVX2__ && !__AVX512F__).
  *
  * The portable kernels hold a 16-lane accumulator per output; with sixteen
  * 8-lane registers a 4 x 4 tile of them is 32 registers and gcc spilled it,

@@ -24,6 +24,16 @@ SAN_FLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-san
 LIB_SRC   = $(sort $(wildcard lib/*.c))
 LIB_OBJ   = $(LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
 SAN_OBJ   = $(LIB_SRC:lib/%.c=$(BUILD)/san/lib/%.o)
+# The matmul, attention and dequantization kernels, which a model run
+# spends nearly all its time in. libhsq-san.a sanitizes everything;
+# libhsq-san-model.a, for the tests and tools that run whole models over
+# hundreds of tokens, links these kernels optimised and unsanitized (ASan
+# made those runs 4x slower), and sanitizes the rest of the library. The
+# kernels run sanitized in their own tests (KERNEL_TESTS), on inputs that
+# cover every batch shape and block type.
+SAN_KERNELS = backend_cpu dequant dequant_k
+SAN_MODEL_OBJ = $(filter-out $(SAN_KERNELS:%=$(BUILD)/san/lib/%.o),$(SAN_OBJ)) $(SAN_KERNELS:%=$(BUILD)/lib/%.o)
+KERNEL_TESTS = test_forward test_dequant test_dequant_k test_vexp
 CLI_SRC   = $(filter-out cmd/hsq-%.c,$(wildcard cmd/*.c))
 # hsq-eval's model-based subcommands (needle, ppl, agree, bench) live in
 # cmd/eval/ and are linked into hsq-eval only (TOOL_SRC, set per target).
@@ -37,6 +47,7 @@ SAN_BINS  = $(TOOLS:%=$(BUILD)/san/bin/%)
 GOLDEN_SRC = $(wildcard tests/unit/test_golden*.c tests/unit/test_resume*.c)
 UNIT_SRC  = $(filter-out $(GOLDEN_SRC),$(wildcard tests/unit/test_*.c))
 UNIT_BINS = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%) $(GOLDEN_SRC:tests/unit/%.c=$(BUILD)/opt/tests/%)
+KERNEL_TEST_BINS = $(KERNEL_TESTS:%=$(BUILD)/san/tests/%)
 MAN_PAGES = $(wildcard man/*.[157])
 HEADERS   = $(wildcard lib/*.h)
 
@@ -64,18 +75,26 @@ $(BUILD)/libhsq.so: $(LIB_OBJ)
 $(BUILD)/libhsq-san.a: $(SAN_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
+$(BUILD)/libhsq-san-model.a: $(SAN_MODEL_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
 $(BUILD)/bin/%: cmd/%.c $(CLI_SRC) cmd/*.h lib/hsq.h $(BUILD)/libhsq.a
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Icmd $(WARN) $(CFLAGS) $< $(CLI_SRC) $(TOOL_SRC) $(BUILD)/libhsq.a $(LIBS) -o $@
 
-$(BUILD)/san/bin/%: cmd/%.c $(CLI_SRC) cmd/*.h lib/hsq.h $(BUILD)/libhsq-san.a
+$(BUILD)/san/bin/%: cmd/%.c $(CLI_SRC) cmd/*.h lib/hsq.h $(BUILD)/libhsq-san-model.a
 	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Icmd $(WARN) $(CFLAGS) $(SAN_FLAGS) $< $(CLI_SRC) $(TOOL_SRC) $(BUILD)/libhsq-san.a $(LIBS) -o $@
+	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Icmd $(WARN) $(CFLAGS) $(SAN_FLAGS) $< $(CLI_SRC) $(TOOL_SRC) $(BUILD)/libhsq-san-model.a $(LIBS) -o $@
 
 $(BUILD)/bin/hsq-eval $(BUILD)/san/bin/hsq-eval: TOOL_SRC = $(EVAL_SRC)
 $(BUILD)/bin/hsq-eval $(BUILD)/san/bin/hsq-eval: $(EVAL_SRC) $(wildcard cmd/eval/*.h)
 
-$(BUILD)/san/tests/%: tests/unit/%.c tests/unit/*.h $(BUILD)/libhsq-san.a
+$(BUILD)/san/tests/%: tests/unit/%.c tests/unit/*.h $(BUILD)/libhsq-san-model.a
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Itests/unit $(WARN) $(CFLAGS) $(SAN_FLAGS) $< $(BUILD)/libhsq-san-model.a $(LIBS) -lcriterion -o $@
+
+# The kernels' own tests: against the fully sanitized library.
+$(KERNEL_TEST_BINS): $(BUILD)/san/tests/%: tests/unit/%.c tests/unit/*.h $(BUILD)/libhsq-san.a
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Itests/unit $(WARN) $(CFLAGS) $(SAN_FLAGS) $< $(BUILD)/libhsq-san.a $(LIBS) -lcriterion -o $@
 

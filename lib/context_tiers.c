@@ -166,7 +166,7 @@ hsq_status hsq_context_tier_stats(const hsq_context *ctx, hsq_tier_stats *out)
 			for (int g = 0; g < x->n_group; g++)
 				out->n_medium += x->g_class[g] == HSQ_GROUP_MEDIUM;
 			out->l1_bytes += tier_l1_bytes((uint64_t)x->n_l1, tier_code4_pair(t)) + tier_centre_bytes(t->head_dim);
-			out->l2_bytes += tier_l2_bytes((uint64_t)x->n_group, tier_code3_pair(t), tier_bound_bytes(t->head_dim));
+			out->l2_bytes += tier_l2_bytes((uint64_t)x->n_group, (uint64_t)x->n_l3, tier_code3_pair(t), t->head_dim);
 			out->l3_bytes += tier_l3_bytes((uint64_t)x->n_l3, tier_code4_pair(t));
 			if (x->has_res) { /* residual key codes: L1's in the fast tier, L3's in the archive */
 				out->l1_bytes += (uint64_t)x->n_l1 * t->code4;

@@ -1008,7 +1008,6 @@ hsq_status hsq_snapshot_read_tiers(const char *path, hsq_tier_map **out)
 	copy_printable(map->compressor, sizeof map->compressor, b[0].data + TC_COMPRESSOR_NAME, 32);
 	size_t c4 = 2 * (size_t)get_u32(b[0].data + TC_CODE4), c3 = 2 * (size_t)get_u32(b[0].data + TC_CODE3);
 	int n_heads = map->n_layer * map->n_head_kv, n = map->n_tokens;
-	size_t cb = tier_bound_bytes(map->head_dim); /* derived from L3 at load, held in L2 */
 	if (c4 > 4096 || c3 > 4096) {
 		st = hsq_fail(HSQ_ERR_FORMAT, "%s: code sizes %zu/%zu in section 'tiers' are implausible; the file is damaged",
 			      path, c4 / 2, c3 / 2);
@@ -1028,7 +1027,7 @@ hsq_status hsq_snapshot_read_tiers(const char *path, hsq_tier_map **out)
 		h->n_group = (int)e.n_group;
 		h->n_l3 = (int)e.n_l3;
 		h->l1_bytes = tier_l1_bytes(e.n_l1, c4) + (b[TIER_S_CENTRES].size ? tier_centre_bytes(map->head_dim) : 0);
-		h->l2_bytes = tier_l2_bytes(e.n_group, c3, cb);
+		h->l2_bytes = tier_l2_bytes(e.n_group, e.n_l3, c3, map->head_dim); /* router codes: derived from L3 at load, held in L2 */
 		h->l3_bytes = tier_l3_bytes(e.n_l3, c4);
 		h->l3_stored = e.l3_stored;
 		h->l1_pos = malloc(e.n_l1 * 4 + 4);

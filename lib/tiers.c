@@ -191,9 +191,9 @@ static void head_free(tier_head *h)
 	free(h->sum_code);
 	free(h->sum_k);
 	free(h->sum_v);
-	free(h->bnd_code);
-	free(h->bnd_lo);
-	free(h->bnd_hi);
+	free(h->pq_centroid);
+	free(h->pq_code);
+	free(h->pq_radius);
 	free(h->g_hits);
 	free(h->l3_pos);
 	free(h->l3_code);
@@ -230,6 +230,9 @@ void tiers_free(struct hsq_tiers *t)
 		for (int i = 0; i < t->n_threads; i++) {
 			tier_scratch *x = &t->scratch[i];
 			free(x->rank);
+			free(x->gscore);
+			free(x->kscore);
+			free(x->pq_table);
 			free(x->fetched);
 			free(x->fpos);
 			free(x->fk);
@@ -279,6 +282,9 @@ hsq_status tiers_new(const hsq_model *model, hsq_snapshot_mode mode, const hsq_t
 	if (mi->head_dim < HSQ_CODEC_MIN_DIM || mi->head_dim > HSQ_CODEC_MAX_DIM || (mi->head_dim & (mi->head_dim - 1)))
 		return hsq_fail(HSQ_ERR_UNSUPPORTED, "head dimension %d is not supported by the TQ codec (a power of two, %d..%d)",
 				mi->head_dim, HSQ_CODEC_MIN_DIM, HSQ_CODEC_MAX_DIM);
+	if (mi->n_head / mi->n_head_kv > TIER_PQ_MAX_G)
+		return hsq_fail(HSQ_ERR_UNSUPPORTED, "%d query heads per KV head are more than the router's %d",
+				mi->n_head / mi->n_head_kv, TIER_PQ_MAX_G);
 	struct hsq_tiers *t = calloc(1, sizeof *t);
 	if (!t)
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the tiers");
@@ -585,68 +591,21 @@ hsq_status tiers_head_add_l1(struct hsq_tiers *t, int layer, tier_head *h, int n
 	return HSQ_OK;
 }
 
-/* Encodes per-channel bounds lo <= hi of a group as a record: one grid of
- * 256 steps over [min lo, max hi], lower ends rounded down and upper ends
- * up, so the decoded interval of every channel contains the encoded one
- * (8 bits a channel keep the score bound tight: a needle's group must
- * still outrank its neighbours). */
-static void bounds_encode(const float *lo, const float *hi, int hd, uint8_t *rec)
-{
-	float base = lo[0], top = hi[0];
-	for (int d = 1; d < hd; d++) {
-		base = lo[d] < base ? lo[d] : base;
-		top = hi[d] > top ? hi[d] : top;
-	}
-	/* a step a little over (top - base) / 255, so that base + 255 step >= top
-	 * after rounding */
-	float step = (top - base) / 255.0f;
-	while (base + 255.0f * step < top)
-		step = nextafterf(step, INFINITY);
-	uint8_t *ql = rec + 8, *qh = rec + 8 + hd;
-	for (int d = 0; d < hd; d++) {
-		int a = step > 0.0f ? (int)floorf((lo[d] - base) / step) : 0;
-		int b = step > 0.0f ? (int)ceilf((hi[d] - base) / step) : 0;
-		a = a < 0 ? 0 : a > 255 ? 255 : a;
-		b = b < 0 ? 0 : b > 255 ? 255 : b;
-		while (a > 0 && base + step * (float)a > lo[d])
-			a--;
-		while (b < 255 && base + step * (float)b < hi[d])
-			b++;
-		ql[d] = (uint8_t)a;
-		qh[d] = (uint8_t)b;
-	}
-	put_f32(rec, base);
-	put_f32(rec + 4, step);
-}
-
-/* Decodes a bounds record. */
-static void bounds_decode(const uint8_t *rec, int hd, float *lo, float *hi)
-{
-	float base = get_f32(rec), step = get_f32(rec + 4);
-	for (int d = 0; d < hd; d++) {
-		lo[d] = base + step * (float)rec[8 + d];
-		hi[d] = base + step * (float)rec[8 + hd + d];
-	}
-}
-
 hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_head *h, int n, const int32_t *pos,
 				const uint8_t *codes, const uint8_t *res, const uint8_t *sum_code, int cls)
 {
 	int hd = t->head_dim, ng = h->n_group + 1;
 	if (h->has_res && n > 0 && !res)
 		return hsq_fail(HSQ_ERR_INTERNAL, "L3 tokens without residual codes for a head that keeps them");
-	size_t cb = tier_bound_bytes(hd);
 	if (ng + 1 > h->cap_group) {
-		int c[10];
-		for (int i = 0; i < 10; i++)
+		int c[7];
+		for (int i = 0; i < 7; i++)
 			c[i] = h->cap_group;
 		if (GROW(h->g_start, c[0], ng + 1) || GROW(h->g_class, c[1], ng + 1) ||
 		    grow((void **)&h->sum_code, &c[2], ng + 1, tier_code3_pair(t)) ||
 		    grow((void **)&h->sum_k, &c[3], ng + 1, hd * sizeof(float)) ||
 		    grow((void **)&h->sum_v, &c[4], ng + 1, hd * sizeof(float)) || GROW(h->g_hits, c[5], ng + 1) ||
-		    GROW(h->slot_of, c[6], ng + 1) || grow((void **)&h->bnd_code, &c[7], ng + 1, cb) ||
-		    grow((void **)&h->bnd_lo, &c[8], ng + 1, hd * sizeof(float)) ||
-		    grow((void **)&h->bnd_hi, &c[9], ng + 1, hd * sizeof(float)))
+		    GROW(h->slot_of, c[6], ng + 1))
 			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for %d L2 groups", ng);
 		h->cap_group = c[0];
 	}
@@ -654,33 +613,11 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_h
 	if (need > h->cap_l3) {
 		int c0 = h->cap_l3, c1 = h->cap_l3;
 		if (GROW(h->l3_pos, c0, need) || grow((void **)&h->l3_code, &c1, need, tier_code4_pair(t)) ||
-		    grow_res(t, h, 1, h->cap_l3, c0))
+		    grow_res(t, h, 1, h->cap_l3, c0) || tiers_pq_grow(t, h, c0))
 			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for %d L3 tokens", need);
 		h->cap_l3 = c0;
 	}
 	int g = h->n_group;
-	float *lo = h->bnd_lo + (size_t)g * hd, *hi = h->bnd_hi + (size_t)g * hd;
-	uint8_t *rec = h->bnd_code + (size_t)g * cb;
-	/* router bounds: the range of every channel over the group's keys as a
-	 * fetch decodes them (without residuals: a head that uses its residuals
-	 * is a retrieval head, which fetches every group and never routes),
-	 * kept at 8 bits as a device would hold them, and routed on in that form */
-	float kd[HSQ_CODEC_MAX_DIM], vd[HSQ_CODEC_MAX_DIM];
-	for (int d = 0; d < hd; d++) {
-		lo[d] = INFINITY;
-		hi[d] = -INFINITY;
-	}
-	for (int i = 0; i < n; i++) {
-		/* the keys without their residuals, whichever heads are marked */
-		tiers_decode_token(t, h, codes + (size_t)i * tier_code4_pair(t), kd, vd);
-		tiers_rope_rows(t, r, kd, &pos[i], 1, +1);
-		for (int d = 0; d < hd; d++) {
-			lo[d] = kd[d] < lo[d] ? kd[d] : lo[d];
-			hi[d] = kd[d] > hi[d] ? kd[d] : hi[d];
-		}
-	}
-	bounds_encode(lo, hi, hd, rec);
-	bounds_decode(rec, hd, lo, hi);
 	if (g == 0)
 		h->g_start[0] = 0;
 	memcpy(h->l3_pos + h->n_l3, pos, (size_t)n * sizeof *pos);
@@ -688,6 +625,7 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_h
 	if (h->has_res)
 		memcpy(h->l3_res + (size_t)h->n_l3 * t->code4, res, (size_t)n * t->code4);
 	h->n_l3 = need;
+	tiers_pq_add(t, h, r, need - n, n); /* once the head is fitted */
 	h->g_start[g + 1] = need;
 	h->g_class[g] = (uint8_t)cls;
 	h->g_hits[g] = 0;
@@ -946,8 +884,8 @@ static int eviction_keep(const struct hsq_tiers *t, int n)
 	int rest = n - fixed, flagged = (int)(p->l1_fraction * rest);
 	int grouped = rest - flagged, blocks = (grouped + p->group_size - 1) / p->group_size;
 	int groups = blocks + (p->group_size == 16 ? (int)lroundf(p->medium_fraction * blocks) : 0);
-	double bytes = (double)(fixed + flagged) * tier_code4_pair(t) +
-		       (double)groups * (tier_code3_pair(t) + tier_bound_bytes(t->head_dim));
+	double bytes = (double)(fixed + flagged) * tier_code4_pair(t) + (double)groups * tier_code3_pair(t) +
+		       (double)tier_pq_head_bytes((uint64_t)(grouped > 0 ? grouped : 0), t->head_dim);
 	int keep = (int)(bytes / tier_code4_pair(t));
 	return keep < n ? keep : n;
 }
@@ -1128,7 +1066,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 	}
 	t->n_tokens = n;
 	t->params.key_rounding = rounded_by_query ? HSQ_KEY_ROUNDING_QUERY : HSQ_KEY_ROUNDING_NEAREST; /* as built */
-	if (!(st = tiers_pick_retrieval(t)))
+	if (!(st = tiers_pq_fit_all(t)) && !(st = tiers_pick_retrieval(t)))
 		st = tiers_build_residuals(ctx, t);
 done:
 	free(kr_buf);

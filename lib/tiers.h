@@ -37,13 +37,19 @@ typedef struct tier_head {
 	uint8_t *g_class;      /* [n_group] HSQ_GROUP_LOW or HSQ_GROUP_MEDIUM */
 	uint8_t *sum_code;     /* [n_group][2][code3] key summary (after RoPE), value summary */
 	float *sum_k, *sum_v;  /* [n_group][head_dim] decoded summaries */
-	uint8_t *bnd_code;     /* [n_group][tier_bound_bytes] router bounds, 8 bits a channel,
-				* derived from L3 (not stored in snapshots) */
-	float *bnd_lo, *bnd_hi; /* [n_group][head_dim] decoded bounds: every key of the
-				 * group (after RoPE, as L3 decodes it) lies channel by
-				 * channel in [lo, hi], so q.k <= sum_c max(q_c lo_c, q_c hi_c),
-				 * the router's score of the group */
 	uint32_t *g_hits;      /* [n_group] times the router fetched the group */
+	/* Router key codes (tiers_pq.c): every L3 key after RoPE as a product
+	 * code, head_dim / TIER_PQ_SUB indices of 4 bits, and an 8-bit error
+	 * radius; the head's centroids and radius step. Derived from L3 (not
+	 * stored in snapshots). A group's router score, the best over its keys
+	 * of q . k~ + |q| step radius, bounds q . k over the group's keys. */
+	float *pq_centroid;    /* [head_dim / TIER_PQ_SUB][TIER_PQ_K][TIER_PQ_SUB], NULL
+				* until fitted */
+	uint8_t *pq_code;      /* [tier_pq_bytes(pq_cap)] blocks of TIER_PQ_BLOCK L3 keys
+				* (tier_pq_nibble) */
+	uint8_t *pq_radius;    /* [tier_pq_blocks(pq_cap)] in L3 order: |k - k~| <= step x code */
+	float pq_step;         /* radius units, the head's largest error / 255 */
+	int pq_cap;            /* L3 tokens pq_code has room for */
 
 	float induction;       /* 0..1: share of the observation queries' attention on
 				* tokens that follow an earlier occurrence of the query's
@@ -127,8 +133,12 @@ struct hsq_tiers {
 };
 
 typedef struct tier_scratch {
-	int cap_groups, cap_fetch, cap_scores, cap_pos;
-	void *rank;            /* [2 * cap_groups] ranking pairs: by bound, by summary */
+	int cap_groups, cap_fetch, cap_scores, cap_pos, cap_keys;
+	void *rank;            /* [2 * cap_groups] ranking pairs: by key codes, by summary */
+	float *gscore;         /* [cap_groups] the groups' key-code scores */
+	float *kscore;         /* [cap_keys] every L3 key's code score */
+	float *pq_table;       /* [n_head / n_head_kv][head_dim * TIER_PQ_K] the query
+				* heads' dot products with the router centroids */
 	uint8_t *fetched;      /* [cap_groups] 1 = fetched this step */
 	int32_t *fpos;         /* [cap_fetch] positions of fetched tokens */
 	float *fk, *fv;        /* [cap_fetch][head_dim] fetched K (rotated), V, when not cached */
@@ -143,24 +153,48 @@ typedef struct tier_scratch {
 static inline size_t tier_code4_pair(const struct hsq_tiers *t) { return 2 * t->code4; }
 static inline size_t tier_code3_pair(const struct hsq_tiers *t) { return 2 * t->code3; }
 
-/* Bytes of one group's router bounds as the fast tier holds them: f32
- * base, f32 step, then head_dim u8 lower and head_dim u8 upper codes
- * (channel c lies in [base + step lo[c], base + step hi[c]]). Snapshots do
- * not store them: a reader derives them from L3 (hsq-snapshot(5)). */
-static inline size_t tier_bound_bytes(int head_dim) { return 8 + 2 * (size_t)head_dim; }
+/* The router's product codes: sub-vectors of TIER_PQ_SUB channels, each
+ * one of TIER_PQ_K centroids (a 4-bit index). */
+#define TIER_PQ_SUB 4
+#define TIER_PQ_K 16
+#define TIER_PQ_BLOCK 16
+#define TIER_PQ_MAX_G 64 /* query heads per KV head the router scores at once */
+static inline int tier_pq_subspaces(int head_dim) { return head_dim / TIER_PQ_SUB; }
+/* n rounded up to whole blocks of TIER_PQ_BLOCK keys. */
+static inline size_t tier_pq_blocks(int n) { return (size_t)(n + TIER_PQ_BLOCK - 1) / TIER_PQ_BLOCK * TIER_PQ_BLOCK; }
+/* Bytes of one key's code. */
+static inline size_t tier_pq_code_bytes(int head_dim) { return (size_t)head_dim / (2 * TIER_PQ_SUB); }
+/* Bytes holding n keys' codes: whole blocks of TIER_PQ_BLOCK keys. */
+static inline size_t tier_pq_bytes(int head_dim, int n) { return tier_pq_blocks(n) * tier_pq_code_bytes(head_dim); }
+/* Byte holding the index of L3 key i in subspace s: block i / 16, then
+ * the subspaces in order, 8 bytes each (16 keys' indices, the even key's
+ * in the low nibble). */
+static inline size_t tier_pq_nibble(int head_dim, int i, int s)
+{
+	return tier_pq_bytes(head_dim, i - i % TIER_PQ_BLOCK) + (size_t)s * (TIER_PQ_BLOCK / 2) + (size_t)(i % TIER_PQ_BLOCK) / 2;
+}
+/* f32 centroids of one head. */
+static inline uint64_t tier_pq_centroid_bytes(int head_dim) { return (uint64_t)head_dim * TIER_PQ_K * 4; }
+/* The router codes of a head with n_l3 archived keys as the fast tier
+ * holds them: the indices and the radius byte of every key, and the
+ * head's f32 centroids and radius step. */
+static inline uint64_t tier_pq_head_bytes(uint64_t n_l3, int head_dim)
+{
+	return n_l3 ? n_l3 * (tier_pq_code_bytes(head_dim) + 1) + tier_pq_centroid_bytes(head_dim) + 4 : 0;
+}
 
 /* Encoded bytes of the tiers as hsq_tier_stats counts them: codes plus an
  * int32 position per token and the head's centres (L1), codes plus an int32
- * position per token (L3); codes, router bounds (bound bytes),
- * an int32 group start and a class byte per group (L2). pair4/pair3:
+ * position per token (L3); codes, an int32 group start and a class byte
+ * per group, and the router codes of the grouped keys (L2). pair4/pair3:
  * bytes of one token's or one summary's K and V codes. */
 static inline uint64_t tier_l1_bytes(uint64_t n_l1, size_t pair4) { return n_l1 * (pair4 + 4); }
 /* The f32 key and value centres of one head, which decoding L1 needs
  * beside it (counted in L1). */
 static inline uint64_t tier_centre_bytes(int head_dim) { return 8 * (uint64_t)head_dim; }
-static inline uint64_t tier_l2_bytes(uint64_t n_group, size_t pair3, size_t bound)
+static inline uint64_t tier_l2_bytes(uint64_t n_group, uint64_t n_l3, size_t pair3, int head_dim)
 {
-	return n_group * (pair3 + bound + 4 + 1);
+	return n_group * (pair3 + 4 + 1) + tier_pq_head_bytes(n_l3, head_dim);
 }
 static inline uint64_t tier_l3_bytes(uint64_t n_l3, size_t pair4) { return n_l3 * (pair4 + 4); }
 /* fp16 K and V of one layer holding n positions (a sliding layer: its
@@ -259,22 +293,41 @@ void tiers_pick_top(const float *score, const uint8_t *eligible, int n, int want
 hsq_status tiers_pick_retrieval(struct hsq_tiers *t);
 
 /* Appends tokens to a head (capacity grows). Codes are copied; the decoded
- * working copies, and a group's router bounds, are made from them (r: the
- * layer's RoPE table, which the bounds of keys after RoPE need). */
+ * working copies, and the router codes of a group's keys once the head is
+ * fitted (tiers_pq_fit), are made from them (r: the layer's RoPE table,
+ * which the router's keys after RoPE need). */
 hsq_status tiers_head_add_l1(struct hsq_tiers *t, int layer, tier_head *h, int n, const int32_t *pos,
 			     const uint8_t *codes, const uint8_t *res);
 hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_head *h, int n, const int32_t *pos,
 				const uint8_t *codes, const uint8_t *res, const uint8_t *sum_code, int cls);
 /* res: the tokens' residual key codes ([n][code4]) when the head has
- * residuals (has_res), else ignored (may be NULL). Router bounds come from
- * the keys without their residuals: the bounds of a head with residuals
- * hold its keys to within the 4-bit code's error, which only orders the
- * groups (attention reads the fetched keys as decoded). */
+ * residuals (has_res), else ignored (may be NULL). The router codes come
+ * from the keys without their residuals: the scores of a head with
+ * residuals bound its keys to within the 4-bit code's error, which only
+ * orders the groups (attention reads the fetched keys as decoded). */
 
 /* Re-decodes the L1 working keys of the heads that keep residual codes
  * (with them unless residuals are off) and empties their decoded-group
  * cache: after the residuals arrive, or after they were turned on or off. */
 void tiers_refresh_residual_heads(struct hsq_tiers *t);
+
+/* Router key codes (tiers_pq.c). tiers_pq_grow sizes a head's codes for
+ * cap_l3 tokens; tiers_pq_fit fits the head's centroids over its L3 keys
+ * and codes every key, once its groups are complete (r: the layer's RoPE
+ * table); tiers_pq_add codes L3 tokens first..first+n-1 (nothing before
+ * the head is fitted). tiers_pq_group_scores: for queries q ([G][hd],
+ * the query heads sharing the KV head), each group's score is the largest
+ * q . k over the G queries and the group's keys as their codes
+ * reconstruct them; table: scratch of G * head_dim * TIER_PQ_K floats,
+ * key_score: scratch of tier_pq_bytes-rounded n_l3 floats (each key's score). */
+hsq_status tiers_pq_grow(const struct hsq_tiers *t, tier_head *h, int cap_l3);
+hsq_status tiers_pq_fit(const struct hsq_tiers *t, tier_head *h, const rope_table *r);
+void tiers_pq_add(const struct hsq_tiers *t, tier_head *h, const rope_table *r, int first, int n);
+void tiers_pq_group_scores(const struct hsq_tiers *t, const tier_head *h, const float *q, int G, float *table,
+			   float *key_score, float *score);
+/* Fits the router codes of every head with groups (end of building or
+ * loading the tiers). */
+hsq_status tiers_pq_fit_all(struct hsq_tiers *t);
 
 /* Builds the tiers of ctx from its full KV cache (positions 0..n_past-1)
  * and the observation queries it captured. */

@@ -3,9 +3,11 @@
  *
  * For each token of a chunk and each KV head (one task):
  *   1. route: score every L2 group against the query heads that share
- *      the KV head (the maximum over them), take groups in decreasing score
- *      while their tokens fit the budget; a retrieval head (the few with
- *      the highest induction score, tiers.h) takes every group;
+ *      the KV head (the maximum over them), by the bound of q.k its keys'
+ *      router codes give and by its key summary, and take groups from the
+ *      two rankings in turn while their tokens fit the budget; a retrieval
+ *      head (the few with the highest induction score, tiers.h) takes
+ *      every group;
  *   2. fetch: decode the chosen groups' L3 codes and rotate the keys to
  *      their positions;
  *   3. attend, for each query head: softmax over L1 tokens, the summaries
@@ -48,13 +50,15 @@ static int reserve(void **p, int need, size_t elem)
 	return 0;
 }
 
-static hsq_status ensure_scratch(struct hsq_tiers *t, int groups, int fetch, int scores, int n_pos)
+static hsq_status ensure_scratch(struct hsq_tiers *t, int groups, int fetch, int scores, int n_pos, int keys)
 {
 	int hd = t->head_dim;
 	for (int i = 0; i < t->n_threads; i++) {
 		tier_scratch *x = &t->scratch[i];
 		if (groups > x->cap_groups || !x->gk) {
 			if (reserve(&x->rank, 2 * groups, sizeof(ranked_group)) ||
+			    reserve((void **)&x->gscore, groups, sizeof(float)) ||
+			    reserve((void **)&x->pq_table, t->n_head / t->n_head_kv * hd * TIER_PQ_K, sizeof(float)) ||
 			    reserve((void **)&x->fetched, groups, 1) || reserve((void **)&x->gk, groups, sizeof *x->gk) ||
 			    reserve((void **)&x->gv, groups, sizeof *x->gv) ||
 			    reserve((void **)&x->gsize, groups, sizeof *x->gsize))
@@ -67,6 +71,11 @@ static hsq_status ensure_scratch(struct hsq_tiers *t, int groups, int fetch, int
 			    reserve((void **)&x->fv, fetch, hd * sizeof(float)))
 				goto nomem;
 			x->cap_fetch = fetch;
+		}
+		if (keys > x->cap_keys) {
+			if (reserve((void **)&x->kscore, keys, sizeof(float)))
+				goto nomem;
+			x->cap_keys = keys;
 		}
 		if (scores > x->cap_scores) {
 			if (reserve((void **)&x->s, scores, sizeof(float)))
@@ -108,35 +117,32 @@ typedef struct attend_job {
 /* The router (docs/tiers.md, Decoding): marks in fetched[] the groups of
  * head h that a token's queries q ([G][hd], the query heads sharing the KV
  * head) take under budget tokens. Two rankings take turns: by the bound of
- * q.k over each group's keys, which finds a group holding one key the query
- * matches strongly (a needle) even when its mean key does not; and by
- * q.k_summary, which finds the groups whose attention mass is spread over
- * many keys. Each turn takes the next group of its ranking that is not
- * taken yet and still fits; a group that would overflow the budget is
- * skipped. A score is the largest over the G query heads. rk: scratch of
- * 2 n_group entries. */
-static void route(const tier_head *h, const float *q, int G, int hd, int budget, ranked_group *rk, uint8_t *fetched)
+ * q.k over each group's keys that the router codes give (tiers_pq.c),
+ * which finds a group holding one key the query matches strongly (a
+ * needle) even when its mean key does not; and by q.k_summary, which finds
+ * the groups whose attention mass is spread over many keys. Each turn
+ * takes the next group of its ranking that is not taken yet and still
+ * fits; a group that would overflow the budget is skipped. A score is the
+ * largest over the G query heads. x: the task's scratch (rankings of
+ * 2 n_group entries, the router's tables and scores). */
+static void route(const struct hsq_tiers *t, const tier_head *h, const float *q, int G, int hd, int budget,
+		  tier_scratch *x, uint8_t *fetched)
 {
 	int ng = h->n_group;
-	ranked_group *by_bound = rk, *by_mean = rk + ng;
+	ranked_group *by_bound = x->rank, *by_mean = by_bound + ng;
+	tiers_pq_group_scores(t, h, q, G, x->pq_table, x->kscore, x->gscore);
 	for (int k = 0; k < ng; k++) {
-		const float *lo = h->bnd_lo + (size_t)k * hd, *hi = h->bnd_hi + (size_t)k * hd;
 		const float *sk = h->sum_k + (size_t)k * hd;
-		float bound = -INFINITY, mean = -INFINITY;
+		float mean = -INFINITY;
 		for (int hq = 0; hq < G; hq++) {
-			const float *qh = q + (size_t)hq * hd;
-			float b = 0.0f;
-			for (int d = 0; d < hd; d++)
-				b += qh[d] > 0.0f ? qh[d] * hi[d] : qh[d] * lo[d];
-			float m = dot_f32(qh, sk, hd);
-			bound = b > bound ? b : bound;
+			float m = dot_f32(q + (size_t)hq * hd, sk, hd);
 			mean = m > mean ? m : mean;
 		}
-		by_bound[k] = (ranked_group){ bound, k };
+		by_bound[k] = (ranked_group){ x->gscore[k], k };
 		by_mean[k] = (ranked_group){ mean, k };
 	}
-	qsort(by_bound, (size_t)ng, sizeof *rk, by_score_desc);
-	qsort(by_mean, (size_t)ng, sizeof *rk, by_score_desc);
+	qsort(by_bound, (size_t)ng, sizeof *by_bound, by_score_desc);
+	qsort(by_mean, (size_t)ng, sizeof *by_mean, by_score_desc);
 	const ranked_group *list[2] = { by_bound, by_mean };
 	int next[2] = { 0, 0 }, total = 0;
 	for (int turn = 0; (next[0] < ng || next[1] < ng) && total < budget; turn ^= 1)
@@ -231,7 +237,7 @@ static void attend_task(void *arg, int task, int thread)
 		if (j->budget == INT_MAX || (h->retrieval && j->budget > 0)) {
 			memset(x->fetched, 1, (size_t)h->n_group);
 		} else if (j->budget > 0) {
-			route(h, qrow + (size_t)g * G * hd, G, hd, j->budget, x->rank, x->fetched);
+			route(t, h, qrow + (size_t)g * G * hd, G, hd, j->budget, x, x->fetched);
 		}
 		/* 2. fetch, in group order: from the cache, or decoded */
 		int32_t *tr = j->trace + (size_t)task * j->max_groups;
@@ -424,7 +430,8 @@ hsq_status tiers_reserve_chunk(hsq_context *ctx, struct hsq_tiers *t, int n)
 	if (budget > 0 && retrieval_l3 > fetch)
 		fetch = retrieval_l3;
 	int scores = max_l1 + max_groups + fetch + max_tail + n;
-	hsq_status st = ensure_scratch(t, max_groups, fetch, scores, t->probe ? t->n_tokens + n : 0);
+	hsq_status st = ensure_scratch(t, max_groups, fetch, scores, t->probe ? t->n_tokens + n : 0,
+					(max_l3 + TIER_PQ_BLOCK - 1) / TIER_PQ_BLOCK * TIER_PQ_BLOCK);
 	if (st)
 		return st;
 	size_t need = (size_t)n * H;

@@ -1,0 +1,290 @@
+/* tiers_pq.c - the router's key codes: a product quantizer of each head's
+ * archived keys, with an error radius per key, held in the fast tier.
+ *
+ * The router must find the groups holding the keys a query matches best,
+ * without reading L3. Each key (after RoPE, as a fetch decodes it, without
+ * residuals) is cut into head_dim / 4 sub-vectors of 4 channels; each
+ * sub-vector is replaced by the nearest of 16 centroids of its subspace (a
+ * 4-bit index), and the distance |k - k~| between the key and what its
+ * indices reconstruct is kept as an 8-bit radius, rounded up. A query
+ * scores a key by
+ *
+ *     q . k~ + |q| r   >=   q . k      (Cauchy-Schwarz: |q . (k - k~)| <= |q| r)
+ *
+ * with head_dim / 4 table lookups (the table holds the query's dot product
+ * with every centroid), and a group by its best key. So the score is an
+ * upper bound of q . k over the group, like the per-channel bounds it
+ * replaced, but per key and much tighter: a key the centroids represent
+ * well gets little slack, and an outlier key, which a needle often is, is
+ * never ranked below its true score (docs/tiers.md, Routing).
+ *
+ * The codes lie in blocks of TIER_PQ_BLOCK keys in L3 order, subspace by
+ * subspace (tiers.h, tier_pq_nibble), so that 16 keys are scored at once
+ * with one 16-lane table lookup per subspace; the portable loop adds the
+ * same values in the same order.
+ *
+ * The centroids and the radius step are fitted per head by k-means over
+ * the head's archived keys when its groups are complete (tiers_pq_fit, at
+ * the end of building or loading the tiers): the snapshot does not store
+ * them, and the same L3 codes give the same centroids and codes bit for
+ * bit, so a loaded snapshot routes exactly as the context that wrote it.
+ * Groups added later (online compression) are coded with the centroids
+ * already fitted. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "tiers.h"
+#include "vec_f32.h"
+
+/* At most this many keys train a head's centroids (every k-th key, in L3
+ * order), and this many Lloyd iterations: enough to settle 16 centroids
+ * in 4 dimensions, and bounded whatever the context length. */
+#define PQ_FIT_MAX 4096
+#define PQ_FIT_ITERATIONS 8
+
+/* Index of the centroid of subspace cb ([TIER_PQ_K][TIER_PQ_SUB]) nearest
+ * to x[TIER_PQ_SUB]; ties to the lower index. */
+static int nearest(const float *cb, const float *x)
+{
+	int best = 0;
+	float best_d = INFINITY;
+	for (int c = 0; c < TIER_PQ_K; c++) {
+		float d = 0.0f;
+		for (int j = 0; j < TIER_PQ_SUB; j++) {
+			float e = x[j] - cb[c * TIER_PQ_SUB + j];
+			d += e * e;
+		}
+		if (d < best_d) {
+			best_d = d;
+			best = c;
+		}
+	}
+	return best;
+}
+
+/* Key of L3 token i of head h after RoPE, as the router codes it. */
+static void router_key(const struct hsq_tiers *t, const tier_head *h, const rope_table *r, int i, float *k)
+{
+	float v[HSQ_CODEC_MAX_DIM];
+	tiers_decode_token(t, h, h->l3_code + (size_t)i * tier_code4_pair(t), k, v);
+	tiers_rope_rows(t, r, k, &h->l3_pos[i], 1, +1);
+}
+
+/* Writes the indices of key k (L3 token i) and returns |k - k~|. */
+static double encode_key(const struct hsq_tiers *t, tier_head *h, const float *k, int i)
+{
+	int m = tier_pq_subspaces(t->head_dim);
+	double e2 = 0.0;
+	for (int s = 0; s < m; s++) {
+		const float *cb = h->pq_centroid + (size_t)s * TIER_PQ_K * TIER_PQ_SUB;
+		int c = nearest(cb, k + s * TIER_PQ_SUB);
+		uint8_t *b = h->pq_code + tier_pq_nibble(t->head_dim, i, s);
+		*b = (uint8_t)(i % 2 ? (*b & 0x0f) | c << 4 : (*b & 0xf0) | c);
+		for (int j = 0; j < TIER_PQ_SUB; j++) {
+			double d = (double)k[s * TIER_PQ_SUB + j] - cb[c * TIER_PQ_SUB + j];
+			e2 += d * d;
+		}
+	}
+	return sqrt(e2);
+}
+
+/* The radius code of an error: rounded up, so that step * code >= err;
+ * 255 at most (an online key beyond the fitted range is the one case the
+ * score may fall short of the bound). */
+static uint8_t radius_code(float step, double err)
+{
+	if (!(step > 0.0f))
+		return 0;
+	double c = ceil(err / step);
+	int r = c > 255.0 ? 255 : (int)c;
+	while (r < 255 && (double)step * r < err)
+		r++;
+	return (uint8_t)r;
+}
+
+hsq_status tiers_pq_grow(const struct hsq_tiers *t, tier_head *h, int cap_l3)
+{
+	size_t have = tier_pq_bytes(t->head_dim, h->pq_cap), need = tier_pq_bytes(t->head_dim, cap_l3);
+	size_t have_r = tier_pq_blocks(h->pq_cap), need_r = tier_pq_blocks(cap_l3);
+	if (need <= have)
+		return HSQ_OK;
+	uint8_t *p = realloc(h->pq_code, need);
+	if (p)
+		h->pq_code = p;
+	uint8_t *r = p ? realloc(h->pq_radius, need_r) : NULL;
+	if (!r)
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the router codes of %d tokens", cap_l3);
+	h->pq_radius = r;
+	/* the keys of a last block not yet there score as code 0, radius 0 */
+	memset(p + have, 0, need - have);
+	memset(r + have_r, 0, need_r - have_r);
+	h->pq_cap = cap_l3;
+	return HSQ_OK;
+}
+
+void tiers_pq_add(const struct hsq_tiers *t, tier_head *h, const rope_table *r, int first, int n)
+{
+	if (!h->pq_centroid)
+		return; /* not fitted yet: tiers_pq_fit codes every token */
+	float k[HSQ_CODEC_MAX_DIM];
+	for (int i = first; i < first + n; i++) {
+		router_key(t, h, r, i, k);
+		h->pq_radius[i] = radius_code(h->pq_step, encode_key(t, h, k, i));
+	}
+}
+
+hsq_status tiers_pq_fit(const struct hsq_tiers *t, tier_head *h, const rope_table *r)
+{
+	int hd = t->head_dim, m = tier_pq_subspaces(hd), n = h->n_l3;
+	if (n == 0)
+		return HSQ_OK;
+	int stride = (n + PQ_FIT_MAX - 1) / PQ_FIT_MAX, n_fit = (n + stride - 1) / stride;
+	float *x = malloc((size_t)n_fit * hd * sizeof *x);
+	double *sum = malloc(TIER_PQ_K * TIER_PQ_SUB * sizeof *sum), *err = malloc((size_t)n * sizeof *err);
+	float *cent = h->pq_centroid ? h->pq_centroid : malloc(tier_pq_centroid_bytes(hd));
+	float k[HSQ_CODEC_MAX_DIM];
+	if (!x || !sum || !err || !cent) {
+		free(x);
+		free(sum);
+		free(err);
+		if (cent != h->pq_centroid)
+			free(cent);
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory fitting the router codes of %d keys", n);
+	}
+	h->pq_centroid = cent;
+	for (int i = 0; i < n_fit; i++)
+		router_key(t, h, r, i * stride, x + (size_t)i * hd);
+	for (int s = 0; s < m; s++) {
+		float *cb = cent + (size_t)s * TIER_PQ_K * TIER_PQ_SUB;
+		/* start from keys spread evenly over the context, in order */
+		for (int c = 0; c < TIER_PQ_K; c++)
+			memcpy(cb + c * TIER_PQ_SUB, x + (size_t)((int64_t)c * n_fit / TIER_PQ_K) * hd + s * TIER_PQ_SUB,
+			       TIER_PQ_SUB * sizeof *cb);
+		for (int it = 0; it < PQ_FIT_ITERATIONS; it++) {
+			int count[TIER_PQ_K] = { 0 };
+			memset(sum, 0, TIER_PQ_K * TIER_PQ_SUB * sizeof *sum);
+			for (int i = 0; i < n_fit; i++) {
+				const float *xs = x + (size_t)i * hd + s * TIER_PQ_SUB;
+				int c = nearest(cb, xs);
+				count[c]++;
+				for (int j = 0; j < TIER_PQ_SUB; j++)
+					sum[c * TIER_PQ_SUB + j] += xs[j];
+			}
+			for (int c = 0; c < TIER_PQ_K; c++) /* an empty cluster keeps its centroid */
+				for (int j = 0; count[c] && j < TIER_PQ_SUB; j++)
+					cb[c * TIER_PQ_SUB + j] = (float)(sum[c * TIER_PQ_SUB + j] / count[c]);
+		}
+	}
+	/* code every key, then the radius step: the largest error in 255 steps */
+	double max_err = 0.0;
+	for (int i = 0; i < n; i++) {
+		router_key(t, h, r, i, k);
+		err[i] = encode_key(t, h, k, i);
+		max_err = err[i] > max_err ? err[i] : max_err;
+	}
+	float step = (float)(max_err / 255.0);
+	while ((double)step * 255.0 < max_err)
+		step = nextafterf(step, INFINITY);
+	h->pq_step = step;
+	for (int i = 0; i < n; i++)
+		h->pq_radius[i] = radius_code(step, err[i]);
+	free(x);
+	free(sum);
+	free(err);
+	return HSQ_OK;
+}
+
+hsq_status tiers_pq_fit_all(struct hsq_tiers *t)
+{
+	hsq_status st = HSQ_OK;
+	for (int l = 0; l < t->n_layer && !st; l++)
+		for (int g = 0; g < t->n_head_kv && !st; g++)
+			if (t->layers[l].heads[g].n_group > 0)
+				st = tiers_pq_fit(t, &t->layers[l].heads[g], &t->rope[t->layers[l].rope_table]);
+	return st;
+}
+
+/* Scores of the keys of block b (TIER_PQ_BLOCK of them; a last block's
+ * missing keys score as code 0) for the G tables, each plus its query's
+ * slack (|q| step) times the key's radius code, the largest over the
+ * tables into out[TIER_PQ_BLOCK]. Each score sums the subspaces in order
+ * from 0.0f, then adds the slack. */
+static void score_block(const uint8_t *blk, const uint8_t *radius, int m, const float *table, const float *slack,
+			int G, float *out)
+{
+	size_t row = (size_t)m * TIER_PQ_K;
+#ifdef __AVX512F__
+	typedef unsigned char vu8x16 __attribute__((vector_size(16)));
+	const vu8x16 spread = { 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 };
+	const vu8x16 shift = { 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4 };
+	vu8x16 rc;
+	memcpy(&rc, radius, sizeof rc);
+	vf16 rad = __builtin_convertvector(__builtin_convertvector(rc, vi16), vf16), best = { 0 }, acc[8];
+	for (int hq = 0; hq < G; hq += 8) {
+		int n = G - hq < 8 ? G - hq : 8;
+		for (int a = 0; a < n; a++)
+			acc[a] = (vf16){ 0 };
+		for (int s = 0; s < m; s++) {
+			vu8x16 raw;
+			memcpy(&raw, blk + (size_t)s * (TIER_PQ_BLOCK / 2), TIER_PQ_BLOCK / 2);
+			vu8x16 nib = (__builtin_shuffle(raw, spread) >> shift) & 15;
+			vi16 idx = __builtin_convertvector(nib, vi16);
+			for (int a = 0; a < n; a++)
+				acc[a] += __builtin_shuffle(load16(table + (hq + a) * row + (size_t)s * TIER_PQ_K), idx);
+		}
+		for (int a = 0; a < n; a++) {
+			vf16 sc = acc[a] + slack[hq + a] * rad;
+			if (hq + a == 0) {
+				best = sc;
+				continue;
+			}
+			vi16 gt = sc > best;
+			best = (vf16)((gt & (vi16)sc) | (~gt & (vi16)best));
+		}
+	}
+	memcpy(out, &best, sizeof best);
+#else
+	for (int i = 0; i < TIER_PQ_BLOCK; i++) {
+		float best = -INFINITY;
+		for (int hq = 0; hq < G; hq++) {
+			float sc = 0.0f;
+			for (int s = 0; s < m; s++) {
+				uint8_t b = blk[(size_t)s * (TIER_PQ_BLOCK / 2) + i / 2];
+				sc += table[hq * row + (size_t)s * TIER_PQ_K + (i % 2 ? b >> 4 : b & 15)];
+			}
+			sc = sc + slack[hq] * (float)radius[i];
+			best = hq == 0 || sc > best ? sc : best;
+		}
+		out[i] = best;
+	}
+#endif
+}
+
+void tiers_pq_group_scores(const struct hsq_tiers *t, const tier_head *h, const float *q, int G, float *table,
+			   float *key_score, float *score)
+{
+	int hd = t->head_dim, m = tier_pq_subspaces(hd);
+	size_t row = (size_t)m * TIER_PQ_K;
+	float slack[TIER_PQ_MAX_G];
+	for (int hq = 0; hq < G; hq++) {
+		const float *qh = q + (size_t)hq * hd;
+		slack[hq] = sqrtf(dot_f32(qh, qh, hd)) * h->pq_step;
+		for (int s = 0; s < m; s++)
+			for (int c = 0; c < TIER_PQ_K; c++)
+				table[hq * row + (size_t)s * TIER_PQ_K + c] =
+					dot_f32(qh + s * TIER_PQ_SUB,
+						h->pq_centroid + ((size_t)s * TIER_PQ_K + c) * TIER_PQ_SUB, TIER_PQ_SUB);
+	}
+	size_t block_bytes = tier_pq_bytes(hd, TIER_PQ_BLOCK);
+	for (int b = 0; b * TIER_PQ_BLOCK < h->n_l3; b++)
+		score_block(h->pq_code + (size_t)b * block_bytes, h->pq_radius + (size_t)b * TIER_PQ_BLOCK, m, table,
+			    slack, G, key_score + (size_t)b * TIER_PQ_BLOCK);
+	for (int k = 0; k < h->n_group; k++) {
+		float best = -INFINITY;
+		for (int i = h->g_start[k]; i < h->g_start[k + 1]; i++)
+			best = key_score[i] > best ? key_score[i] : best;
+		score[k] = best;
+	}
+}

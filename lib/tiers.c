@@ -1066,7 +1066,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 	}
 	t->n_tokens = n;
 	t->params.key_rounding = rounded_by_query ? HSQ_KEY_ROUNDING_QUERY : HSQ_KEY_ROUNDING_NEAREST; /* as built */
-	if (!(st = tiers_pq_fit_all(t)) && !(st = tiers_pick_retrieval(t)))
+	if (!(st = tiers_pq_fit_all(t, ctx->backend)) && !(st = tiers_pick_retrieval(t)))
 		st = tiers_build_residuals(ctx, t);
 done:
 	free(kr_buf);

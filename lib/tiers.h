@@ -325,9 +325,10 @@ hsq_status tiers_pq_fit(const struct hsq_tiers *t, tier_head *h, const rope_tabl
 void tiers_pq_add(const struct hsq_tiers *t, tier_head *h, const rope_table *r, int first, int n);
 void tiers_pq_group_scores(const struct hsq_tiers *t, const tier_head *h, const float *q, int G, float *table,
 			   float *key_score, float *score);
+struct hsq_backend;
 /* Fits the router codes of every head with groups (end of building or
- * loading the tiers). */
-hsq_status tiers_pq_fit_all(struct hsq_tiers *t);
+ * loading the tiers), one head per task of the backend's host threads. */
+hsq_status tiers_pq_fit_all(struct hsq_tiers *t, struct hsq_backend *be);
 
 /* Builds the tiers of ctx from its full KV cache (positions 0..n_past-1)
  * and the observation queries it captured. */

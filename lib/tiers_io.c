@@ -551,7 +551,7 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 		for (int i = 0; i < n_heads; i++)
 			t->layers[i / H].heads[i % H].induction = ind[i];
 	free(ind);
-	if (!st && !(st = tiers_pq_fit_all(t)) && !(st = tiers_pick_retrieval(t)) && b[TIER_S_RESIDUAL].size &&
+	if (!st && !(st = tiers_pick_retrieval(t)) && b[TIER_S_RESIDUAL].size &&
 	    !(st = residuals_read(t, path, &b[TIER_S_RESIDUAL])))
 		tiers_refresh_residual_heads(t);
 	t->params.residual_heads = tiers_residual_head_count(t); /* as built */

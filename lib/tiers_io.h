@@ -111,7 +111,8 @@ void tier_blobs_free(tier_blob *blobs);
 /* Reads mode and parameters from section "tiers", checking the shape. */
 hsq_status tiers_read_config(const char *path, const uint8_t *cfg, uint64_t size, int n_layer, int n_head_kv,
 			     int head_dim, hsq_snapshot_mode *mode, hsq_tier_params *params);
-/* Fills an empty t (made by tiers_new with that mode and parameters). */
+/* Fills an empty t (made by tiers_new with that mode and parameters);
+ * the caller then fits the router codes (tiers_pq_fit_all). */
 hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_blob *blobs, int n_tokens);
 
 #endif

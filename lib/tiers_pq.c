@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "error.h"
 #include "tiers.h"
 #include "vec_f32.h"
@@ -196,14 +197,35 @@ hsq_status tiers_pq_fit(const struct hsq_tiers *t, tier_head *h, const rope_tabl
 	return HSQ_OK;
 }
 
-hsq_status tiers_pq_fit_all(struct hsq_tiers *t)
+typedef struct fit_job {
+	struct hsq_tiers *t;
+	hsq_status *status; /* [n_layer * n_head_kv] */
+} fit_job;
+
+static void fit_task(void *arg, int task, int thread)
 {
+	fit_job *j = arg;
+	struct hsq_tiers *t = j->t;
+	tier_layer *L = &t->layers[task / t->n_head_kv];
+	tier_head *h = &L->heads[task % t->n_head_kv];
+	j->status[task] = h->n_group > 0 ? tiers_pq_fit(t, h, &t->rope[L->rope_table]) : HSQ_OK;
+}
+
+hsq_status tiers_pq_fit_all(struct hsq_tiers *t, struct hsq_backend *be)
+{
+	int n = t->n_layer * t->n_head_kv;
+	fit_job j = { t, calloc((size_t)(n > 0 ? n : 1), sizeof(hsq_status)) };
+	if (!j.status)
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory fitting the router codes");
+	/* one task per head: each head's fit reads and writes only that head,
+	 * so the codes do not depend on the thread count */
+	be->ops->parallel(be, n, fit_task, &j);
 	hsq_status st = HSQ_OK;
-	for (int l = 0; l < t->n_layer && !st; l++)
-		for (int g = 0; g < t->n_head_kv && !st; g++)
-			if (t->layers[l].heads[g].n_group > 0)
-				st = tiers_pq_fit(t, &t->layers[l].heads[g], &t->rope[t->layers[l].rope_table]);
-	return st;
+	for (int i = 0; i < n && !st; i++)
+		st = j.status[i];
+	free(j.status);
+	/* the workers' messages stay on their threads: say it again here */
+	return st ? hsq_fail(st, "out of memory fitting the router codes of %d heads", n) : HSQ_OK;
 }
 
 /* Scores of the keys of block b (TIER_PQ_BLOCK of them; a last block's

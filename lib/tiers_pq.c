@@ -29,7 +29,8 @@
  * them, and the same L3 codes give the same centroids and codes bit for
  * bit, so a loaded snapshot routes exactly as the context that wrote it.
  * Groups added later (online compression) are coded with the centroids
- * already fitted. */
+ * already fitted; a key farther from them than the fitted ones coarsens
+ * the head's radius unit, so every score stays a bound. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,9 +92,18 @@ static double encode_key(const struct hsq_tiers *t, tier_head *h, const float *k
 	return sqrt(e2);
 }
 
-/* The radius code of an error: rounded up, so that step * code >= err;
- * 255 at most (an online key beyond the fitted range is the one case the
- * score may fall short of the bound). */
+/* The radius code of an error: rounded up, so that step * code >= err
+ * (err <= 255 step). */
+/* The radius unit for a largest error max_err: max_err / 255, rounded
+ * up so that 255 units hold it. */
+static float radius_step(double max_err)
+{
+	float step = (float)(max_err / 255.0);
+	while ((double)step * 255.0 < max_err)
+		step = nextafterf(step, INFINITY);
+	return step;
+}
+
 static uint8_t radius_code(float step, double err)
 {
 	if (!(step > 0.0f))
@@ -132,7 +142,17 @@ void tiers_pq_add(const struct hsq_tiers *t, tier_head *h, const rope_table *r, 
 	float k[HSQ_CODEC_MAX_DIM];
 	for (int i = first; i < first + n; i++) {
 		router_key(t, h, r, i, k);
-		h->pq_radius[i] = radius_code(h->pq_step, encode_key(t, h, k, i));
+		double err = encode_key(t, h, k, i);
+		if (err > (double)h->pq_step * 255.0) {
+			/* a key farther from the centroids than any they were
+			 * fitted on: a coarser unit, and every radius so far
+			 * rounded up into it, so that each still bounds its error */
+			float old = h->pq_step, step = radius_step(err);
+			for (int j = 0; j < i; j++)
+				h->pq_radius[j] = radius_code(step, (double)old * h->pq_radius[j]);
+			h->pq_step = step;
+		}
+		h->pq_radius[i] = radius_code(h->pq_step, err);
 	}
 }
 
@@ -185,12 +205,9 @@ hsq_status tiers_pq_fit(const struct hsq_tiers *t, tier_head *h, const rope_tabl
 		err[i] = encode_key(t, h, k, i);
 		max_err = err[i] > max_err ? err[i] : max_err;
 	}
-	float step = (float)(max_err / 255.0);
-	while ((double)step * 255.0 < max_err)
-		step = nextafterf(step, INFINITY);
-	h->pq_step = step;
+	h->pq_step = radius_step(max_err);
 	for (int i = 0; i < n; i++)
-		h->pq_radius[i] = radius_code(step, err[i]);
+		h->pq_radius[i] = radius_code(h->pq_step, err[i]);
 	free(x);
 	free(sum);
 	free(err);

@@ -88,14 +88,38 @@ static double sub_dist(const float *cent, const float *x)
 	return d;
 }
 
+/* L3 key i of head h (layer l) carries the index of its nearest centroid
+ * in every subspace, and a radius no smaller than its distance to what
+ * the indices reconstruct, and at most two radius units larger (one for
+ * its own rounding, one more when an online key coarsened the unit and
+ * the radii were rounded up again). */
+static void assert_key_coded(const struct hsq_tiers *t, int l, const tier_head *h, int i)
+{
+	int m = tier_pq_subspaces(t->head_dim);
+	float k[HSQ_CODEC_MAX_DIM];
+	double e2 = 0.0;
+	l3_key(t, l, h, i, k);
+	for (int s = 0; s < m; s++) {
+		const float *cb = h->pq_centroid + (size_t)s * TIER_PQ_K * TIER_PQ_SUB;
+		double mine = sub_dist(cb + code_of(t, h, i, s) * TIER_PQ_SUB, k + s * TIER_PQ_SUB);
+		e2 += mine;
+		for (int c = 0; c < TIER_PQ_K; c++)
+			cr_assert(mine <= sub_dist(cb + c * TIER_PQ_SUB, k + s * TIER_PQ_SUB) * (1 + 1e-5) + 1e-9,
+				  "layer %d token %d subspace %d: code %d is not the nearest (%d is)", l, i, s,
+				  code_of(t, h, i, s), c);
+	}
+	double r = (double)h->pq_step * h->pq_radius[i];
+	cr_assert(r >= sqrt(e2) * (1 - 1e-6), "layer %d token %d: radius %g below the error %g", l, i, r, sqrt(e2));
+	cr_assert(r <= sqrt(e2) + h->pq_step * 2.001, "layer %d token %d: radius %g loose around %g", l, i, r, sqrt(e2));
+}
+
 Test(tier_router, every_key_carries_its_nearest_centroids)
 {
 	if (!ctx)
 		cr_skip_test("HSQ_TEST_MODEL not set");
 	struct hsq_tiers *t = ctx->tiers;
-	int hd = t->head_dim, m = tier_pq_subspaces(hd), heads = 0;
+	int heads = 0;
 	long keys = 0;
-	float k[HSQ_CODEC_MAX_DIM];
 	for (int l = 0; l < t->n_layer; l++)
 		for (int g = 0; g < t->n_head_kv; g++) {
 			const tier_head *h = &t->layers[l].heads[g];
@@ -103,24 +127,8 @@ Test(tier_router, every_key_carries_its_nearest_centroids)
 				continue;
 			cr_assert_not_null(h->pq_centroid, "layer %d head %d has groups but no centroids", l, g);
 			heads++;
-			for (int i = 0; i < h->n_l3; i++, keys++) {
-				l3_key(t, l, h, i, k);
-				double e2 = 0.0;
-				for (int s = 0; s < m; s++) {
-					const float *cb = h->pq_centroid + (size_t)s * TIER_PQ_K * TIER_PQ_SUB;
-					double mine = sub_dist(cb + code_of(t, h, i, s) * TIER_PQ_SUB, k + s * TIER_PQ_SUB);
-					e2 += mine;
-					for (int c = 0; c < TIER_PQ_K; c++)
-						cr_assert(mine <= sub_dist(cb + c * TIER_PQ_SUB, k + s * TIER_PQ_SUB) * (1 + 1e-5) + 1e-9,
-							  "layer %d head %d token %d subspace %d: code %d is not the nearest (%d is)",
-							  l, g, i, s, code_of(t, h, i, s), c);
-				}
-				double r = (double)h->pq_step * h->pq_radius[i];
-				cr_assert(r >= sqrt(e2) * (1 - 1e-6), "layer %d head %d token %d: radius %g below the error %g",
-					  l, g, i, r, sqrt(e2));
-				cr_assert(r <= sqrt(e2) + h->pq_step * 1.001, "layer %d head %d token %d: radius %g loose around %g",
-					  l, g, i, r, sqrt(e2));
-			}
+			for (int i = 0; i < h->n_l3; i++, keys++)
+				assert_key_coded(t, l, h, i);
 		}
 	cr_assert_eq(heads, t->n_layer * t->n_head_kv, "only %d heads have groups", heads);
 	fprintf(stderr, "tier router: %ld keys of %d heads coded\n", keys, heads);
@@ -285,7 +293,7 @@ Test(tier_router, online_groups_are_coded_with_the_fitted_centroids)
 	if (!ctx)
 		cr_skip_test("HSQ_TEST_MODEL not set");
 	struct hsq_tiers *t = ctx->tiers;
-	int hd = t->head_dim, m = tier_pq_subspaces(hd);
+	int hd = t->head_dim;
 	const tier_head *h0 = &t->layers[3].heads[1];
 	int before = h0->n_l3;
 	float *cent = malloc(tier_pq_centroid_bytes(hd));
@@ -297,16 +305,7 @@ Test(tier_router, online_groups_are_coded_with_the_fitted_centroids)
 	const tier_head *h = &t->layers[3].heads[1];
 	cr_assert_gt(h->n_l3, before, "the tail was not compressed into new groups");
 	cr_assert(!memcmp(cent, h->pq_centroid, tier_pq_centroid_bytes(hd)), "the centroids moved");
-	float k[HSQ_CODEC_MAX_DIM];
-	for (int i = before; i < h->n_l3; i++) {
-		l3_key(t, 3, h, i, k);
-		for (int s = 0; s < m; s++) {
-			const float *cb = h->pq_centroid + (size_t)s * TIER_PQ_K * TIER_PQ_SUB;
-			double mine = sub_dist(cb + code_of(t, h, i, s) * TIER_PQ_SUB, k + s * TIER_PQ_SUB);
-			for (int c = 0; c < TIER_PQ_K; c++)
-				cr_assert(mine <= sub_dist(cb + c * TIER_PQ_SUB, k + s * TIER_PQ_SUB) * (1 + 1e-5) + 1e-9,
-					  "online token %d subspace %d: not the nearest centroid", i, s);
-		}
-	}
+	for (int i = before; i < h->n_l3; i++)
+		assert_key_coded(t, 3, h, i);
 	free(cent);
 }

@@ -625,7 +625,6 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_h
 	if (h->has_res)
 		memcpy(h->l3_res + (size_t)h->n_l3 * t->code4, res, (size_t)n * t->code4);
 	h->n_l3 = need;
-	tiers_pq_add(t, h, r, need - n, n); /* once the head is fitted */
 	h->g_start[g + 1] = need;
 	h->g_class[g] = (uint8_t)cls;
 	h->g_hits[g] = 0;
@@ -633,7 +632,7 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_h
 	memcpy(h->sum_code + (size_t)g * tier_code3_pair(t), sum_code, tier_code3_pair(t));
 	tiers_decode_summary(t, h, r, pos, n, sum_code, h->sum_k + (size_t)g * hd, h->sum_v + (size_t)g * hd);
 	h->n_group = ng;
-	return HSQ_OK;
+	return tiers_pq_add(t, h, r, need - n, n); /* the router codes, once the tiers are fitted */
 }
 
 void tiers_refresh_residual_heads(struct hsq_tiers *t)

@@ -120,6 +120,7 @@ struct hsq_tiers {
 	int budget;                  /* tokens per KV head, HSQ_BUDGET_ALL or HSQ_BUDGET_DEFAULT */
 	int retrieval_heads;         /* heads with the highest induction that fetch every
 				      * group, or HSQ_RETRIEVAL_DEFAULT */
+	int pq_fitted;               /* 1: tiers_pq_fit_all has run (online groups are coded) */
 	int res_off;                 /* 1: heads decode keys without their residual codes
 				      * (hsq_context_use_residual_keys) */
 	uint64_t n_attend;           /* attend calls so far: the decoded-group cache's clock */
@@ -315,14 +316,14 @@ void tiers_refresh_residual_heads(struct hsq_tiers *t);
  * cap_l3 tokens; tiers_pq_fit fits the head's centroids over its L3 keys
  * and codes every key, once its groups are complete (r: the layer's RoPE
  * table); tiers_pq_add codes L3 tokens first..first+n-1 (nothing before
- * the head is fitted). tiers_pq_group_scores: for queries q ([G][hd],
+ * tiers_pq_fit_all; after it, a head without centroids is fitted). tiers_pq_group_scores: for queries q ([G][hd],
  * the query heads sharing the KV head), each group's score is the largest
  * q . k over the G queries and the group's keys as their codes
  * reconstruct them; table: scratch of G * head_dim * TIER_PQ_K floats,
  * key_score: scratch of tier_pq_bytes-rounded n_l3 floats (each key's score). */
 hsq_status tiers_pq_grow(const struct hsq_tiers *t, tier_head *h, int cap_l3);
 hsq_status tiers_pq_fit(const struct hsq_tiers *t, tier_head *h, const rope_table *r);
-void tiers_pq_add(const struct hsq_tiers *t, tier_head *h, const rope_table *r, int first, int n);
+hsq_status tiers_pq_add(const struct hsq_tiers *t, tier_head *h, const rope_table *r, int first, int n);
 void tiers_pq_group_scores(const struct hsq_tiers *t, const tier_head *h, const float *q, int G, float *table,
 			   float *key_score, float *score);
 struct hsq_backend;

@@ -130,7 +130,9 @@ static void route(const struct hsq_tiers *t, const tier_head *h, const float *q,
 {
 	int ng = h->n_group;
 	ranked_group *by_bound = x->rank, *by_mean = by_bound + ng;
-	tiers_pq_group_scores(t, h, q, G, x->pq_table, x->kscore, x->gscore);
+	int coded = h->pq_centroid != NULL; /* not when fitting it ran out of memory */
+	if (coded)
+		tiers_pq_group_scores(t, h, q, G, x->pq_table, x->kscore, x->gscore);
 	for (int k = 0; k < ng; k++) {
 		const float *sk = h->sum_k + (size_t)k * hd;
 		float mean = -INFINITY;
@@ -138,7 +140,7 @@ static void route(const struct hsq_tiers *t, const tier_head *h, const float *q,
 			float m = dot_f32(q + (size_t)hq * hd, sk, hd);
 			mean = m > mean ? m : mean;
 		}
-		by_bound[k] = (ranked_group){ x->gscore[k], k };
+		by_bound[k] = (ranked_group){ coded ? x->gscore[k] : mean, k };
 		by_mean[k] = (ranked_group){ mean, k };
 	}
 	qsort(by_bound, (size_t)ng, sizeof *by_bound, by_score_desc);

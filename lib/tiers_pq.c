@@ -74,26 +74,33 @@ static void router_key(const struct hsq_tiers *t, const tier_head *h, const rope
 	tiers_rope_rows(t, r, k, &h->l3_pos[i], 1, +1);
 }
 
-/* Writes the indices of key k (L3 token i) and returns |k - k~|. */
-static double encode_key(const struct hsq_tiers *t, tier_head *h, const float *k, int i)
+/* Writes the indices of key k (L3 token i). */
+static void encode_key(const struct hsq_tiers *t, tier_head *h, const float *k, int i)
+{
+	int m = tier_pq_subspaces(t->head_dim);
+	for (int s = 0; s < m; s++) {
+		int c = nearest(h->pq_centroid + (size_t)s * TIER_PQ_K * TIER_PQ_SUB, k + s * TIER_PQ_SUB);
+		uint8_t *b = h->pq_code + tier_pq_nibble(t->head_dim, i, s);
+		*b = (uint8_t)(i % 2 ? (*b & 0x0f) | c << 4 : (*b & 0xf0) | c);
+	}
+}
+
+/* |k - k~| for key k (L3 token i) and the indices it holds. */
+static double code_error(const struct hsq_tiers *t, const tier_head *h, const float *k, int i)
 {
 	int m = tier_pq_subspaces(t->head_dim);
 	double e2 = 0.0;
 	for (int s = 0; s < m; s++) {
-		const float *cb = h->pq_centroid + (size_t)s * TIER_PQ_K * TIER_PQ_SUB;
-		int c = nearest(cb, k + s * TIER_PQ_SUB);
-		uint8_t *b = h->pq_code + tier_pq_nibble(t->head_dim, i, s);
-		*b = (uint8_t)(i % 2 ? (*b & 0x0f) | c << 4 : (*b & 0xf0) | c);
+		uint8_t b = h->pq_code[tier_pq_nibble(t->head_dim, i, s)];
+		const float *c = h->pq_centroid + ((size_t)s * TIER_PQ_K + (i % 2 ? b >> 4 : b & 15)) * TIER_PQ_SUB;
 		for (int j = 0; j < TIER_PQ_SUB; j++) {
-			double d = (double)k[s * TIER_PQ_SUB + j] - cb[c * TIER_PQ_SUB + j];
+			double d = (double)k[s * TIER_PQ_SUB + j] - c[j];
 			e2 += d * d;
 		}
 	}
 	return sqrt(e2);
 }
 
-/* The radius code of an error: rounded up, so that step * code >= err
- * (err <= 255 step). */
 /* The radius unit for a largest error max_err: max_err / 255, rounded
  * up so that 255 units hold it. */
 static float radius_step(double max_err)
@@ -135,25 +142,31 @@ hsq_status tiers_pq_grow(const struct hsq_tiers *t, tier_head *h, int cap_l3)
 	return HSQ_OK;
 }
 
-void tiers_pq_add(const struct hsq_tiers *t, tier_head *h, const rope_table *r, int first, int n)
+hsq_status tiers_pq_add(const struct hsq_tiers *t, tier_head *h, const rope_table *r, int first, int n)
 {
 	if (!h->pq_centroid)
-		return; /* not fitted yet: tiers_pq_fit codes every token */
+		/* before the fit, which codes every key; after it, a head that had
+		 * no groups then is fitted on its first online group */
+		return t->pq_fitted ? tiers_pq_fit(t, h, r) : HSQ_OK;
 	float k[HSQ_CODEC_MAX_DIM];
 	for (int i = first; i < first + n; i++) {
 		router_key(t, h, r, i, k);
-		double err = encode_key(t, h, k, i);
+		encode_key(t, h, k, i);
+		double err = code_error(t, h, k, i);
 		if (err > (double)h->pq_step * 255.0) {
 			/* a key farther from the centroids than any they were
-			 * fitted on: a coarser unit, and every radius so far
-			 * rounded up into it, so that each still bounds its error */
-			float old = h->pq_step, step = radius_step(err);
-			for (int j = 0; j < i; j++)
-				h->pq_radius[j] = radius_code(step, (double)old * h->pq_radius[j]);
-			h->pq_step = step;
+			 * fitted on: a coarser unit, and every radius so far coded
+			 * again in it from its key (rare: the fitted keys set the
+			 * unit, and online keys seldom exceed them) */
+			h->pq_step = radius_step(err);
+			for (int j = 0; j < i; j++) {
+				router_key(t, h, r, j, k);
+				h->pq_radius[j] = radius_code(h->pq_step, code_error(t, h, k, j));
+			}
 		}
 		h->pq_radius[i] = radius_code(h->pq_step, err);
 	}
+	return HSQ_OK;
 }
 
 hsq_status tiers_pq_fit(const struct hsq_tiers *t, tier_head *h, const rope_table *r)
@@ -202,7 +215,8 @@ hsq_status tiers_pq_fit(const struct hsq_tiers *t, tier_head *h, const rope_tabl
 	double max_err = 0.0;
 	for (int i = 0; i < n; i++) {
 		router_key(t, h, r, i, k);
-		err[i] = encode_key(t, h, k, i);
+		encode_key(t, h, k, i);
+		err[i] = code_error(t, h, k, i);
 		max_err = err[i] > max_err ? err[i] : max_err;
 	}
 	h->pq_step = radius_step(max_err);
@@ -237,6 +251,7 @@ hsq_status tiers_pq_fit_all(struct hsq_tiers *t, struct hsq_backend *be)
 	/* one task per head: each head's fit reads and writes only that head,
 	 * so the codes do not depend on the thread count */
 	be->ops->parallel(be, n, fit_task, &j);
+	t->pq_fitted = 1;
 	hsq_status st = HSQ_OK;
 	for (int i = 0; i < n && !st; i++)
 		st = j.status[i];

@@ -20,8 +20,9 @@
  *
  * The codes lie in blocks of TIER_PQ_BLOCK keys in L3 order, subspace by
  * subspace (tiers.h, tier_pq_nibble), so that 16 keys are scored at once
- * with one 16-lane table lookup per subspace; the portable loop adds the
- * same values in the same order.
+ * with one 16-lane table lookup per subspace (AVX-512; AVX2 takes two
+ * 8-lane halves); the portable loop adds the same values in the same
+ * order.
  *
  * The centroids and the radius step are fitted per head by k-means over
  * the head's archived keys when its groups are complete (tiers_pq_fit, at
@@ -299,6 +300,36 @@ static void score_block(const uint8_t *blk, const uint8_t *radius, int m, const 
 		}
 	}
 	memcpy(out, &best, sizeof best);
+#elif defined(__AVX2__)
+	/* 8 lanes: a 16-entry table lookup is a two-register shuffle (two
+	 * vpermps and a blend), keys 0-7 then 8-15 of the block */
+	typedef int vi8 __attribute__((vector_size(32)));
+	for (int half = 0; half < 2; half++) {
+		vf8 best = { 0 };
+		vi8 rad;
+		for (int l = 0; l < 8; l++)
+			rad[l] = radius[half * 8 + l];
+		vf8 radf = __builtin_convertvector(rad, vf8);
+		for (int hq = 0; hq < G; hq++) {
+			vf8 acc = { 0 };
+			for (int s = 0; s < m; s++) {
+				const uint8_t *b = blk + (size_t)s * (TIER_PQ_BLOCK / 2) + half * 4;
+				vi8 idx = { b[0] & 15, b[0] >> 4, b[1] & 15, b[1] >> 4, b[2] & 15, b[2] >> 4, b[3] & 15, b[3] >> 4 };
+				vf8 lo, hi;
+				memcpy(&lo, table + hq * row + (size_t)s * TIER_PQ_K, sizeof lo);
+				memcpy(&hi, table + hq * row + (size_t)s * TIER_PQ_K + 8, sizeof hi);
+				acc += __builtin_shuffle(lo, hi, idx);
+			}
+			vf8 sc = acc + slack[hq] * radf;
+			if (hq == 0) {
+				best = sc;
+				continue;
+			}
+			vi8 gt = sc > best;
+			best = (vf8)((gt & (vi8)sc) | (~gt & (vi8)best));
+		}
+		memcpy(out + half * 8, &best, sizeof best);
+	}
 #else
 	for (int i = 0; i < TIER_PQ_BLOCK; i++) {
 		float best = -INFINITY;

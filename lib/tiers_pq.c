@@ -112,6 +112,8 @@ static float radius_step(double max_err)
 	return step;
 }
 
+/* The radius code of an error: rounded up, so that step * code >= err
+ * (err <= 255 step). */
 static uint8_t radius_code(float step, double err)
 {
 	if (!(step > 0.0f))

@@ -316,11 +316,12 @@ void tiers_refresh_residual_heads(struct hsq_tiers *t);
  * cap_l3 tokens; tiers_pq_fit fits the head's centroids over its L3 keys
  * and codes every key, once its groups are complete (r: the layer's RoPE
  * table); tiers_pq_add codes L3 tokens first..first+n-1 (nothing before
- * tiers_pq_fit_all; after it, a head without centroids is fitted). tiers_pq_group_scores: for queries q ([G][hd],
- * the query heads sharing the KV head), each group's score is the largest
- * q . k over the G queries and the group's keys as their codes
- * reconstruct them; table: scratch of G * head_dim * TIER_PQ_K floats,
- * key_score: scratch of tier_pq_bytes-rounded n_l3 floats (each key's score). */
+ * tiers_pq_fit_all; after it, a head without centroids is fitted).
+ * tiers_pq_group_scores: for queries q ([G][hd], the query heads sharing
+ * the KV head), each group's score is the largest over the G queries and
+ * the group's keys of q . k~ + |q| r, an upper bound of q . k; table:
+ * scratch of G * head_dim * TIER_PQ_K floats, key_score: scratch of
+ * tier_pq_blocks(n_l3) floats (each key's score). */
 hsq_status tiers_pq_grow(const struct hsq_tiers *t, tier_head *h, int cap_l3);
 hsq_status tiers_pq_fit(const struct hsq_tiers *t, tier_head *h, const rope_table *r);
 hsq_status tiers_pq_add(const struct hsq_tiers *t, tier_head *h, const rope_table *r, int first, int n);

@@ -433,7 +433,7 @@ hsq_status tiers_reserve_chunk(hsq_context *ctx, struct hsq_tiers *t, int n)
 		fetch = retrieval_l3;
 	int scores = max_l1 + max_groups + fetch + max_tail + n;
 	hsq_status st = ensure_scratch(t, max_groups, fetch, scores, t->probe ? t->n_tokens + n : 0,
-					(max_l3 + TIER_PQ_BLOCK - 1) / TIER_PQ_BLOCK * TIER_PQ_BLOCK);
+					(int)tier_pq_blocks(max_l3));
 	if (st)
 		return st;
 	size_t need = (size_t)n * H;

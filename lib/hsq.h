@@ -187,6 +187,11 @@ typedef enum hsq_key_rounding {
 const char *hsq_reader_name(hsq_reader_kind kind);         /* "obs-attention", "key-norm" */
 const char *hsq_compressor_name(hsq_compressor_kind kind); /* "mean", "obs-weighted" */
 const char *hsq_key_rounding_name(hsq_key_rounding kind);  /* "nearest", "query" */
+/* How hsq-decode ranks the L2 groups: "pq16-radius", product codes of the
+ * grouped keys (16 centroids per 4 channels) with an error radius, derived
+ * from L3 when tiers are built or loaded. Snapshots do not store it, so
+ * results that depend on routing (an hsq-eval log) record this name. */
+const char *hsq_router_name(void);
 
 #define HSQ_GROUP_LOW 0    /* a group of group_size tokens */
 #define HSQ_GROUP_MEDIUM 1 /* a group of group_size / 2 tokens */

@@ -68,6 +68,11 @@ const char *hsq_key_rounding_name(hsq_key_rounding kind)
 	return kind == HSQ_KEY_ROUNDING_NEAREST ? "nearest" : kind == HSQ_KEY_ROUNDING_QUERY ? "query" : "unknown";
 }
 
+const char *hsq_router_name(void)
+{
+	return "pq16-radius";
+}
+
 int hsq_default_budget(int n_tokens)
 {
 	int b = (n_tokens / 4 + 15) / 16 * 16;

@@ -87,9 +87,9 @@ void eval_runner_config(const eval_runner *R, sbuf *b)
 	sb_printf(b, ",\"group_size\":%d,\"medium_fraction\":", p->group_size);
 	sb_jnum(b, p->medium_fraction);
 	sb_printf(b, ",\"obs_window\":%d,\"reader\":\"%s\",\"compressor\":\"%s\",\"seed\":%llu,\"keep\":%d,"
-		  "\"key_rounding\":\"%s\"}",
+		  "\"key_rounding\":\"%s\",\"router\":\"%s\"}",
 		  p->obs_window, hsq_reader_name(p->reader), hsq_compressor_name(p->compressor),
-		  (unsigned long long)p->seed, p->keep, hsq_key_rounding_name(p->key_rounding));
+		  (unsigned long long)p->seed, p->keep, hsq_key_rounding_name(p->key_rounding), hsq_router_name());
 }
 
 static hsq_context_params ctx_params(const eval_runner *R, int n_ctx)

@@ -10,6 +10,7 @@
  * trial succeeds when the answer contains the number. Each method also
  * scores the number teacher-forced (answer_logp): a continuous, paired
  * measure that moves before a greedy answer flips. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,8 @@ static const char DESCRIPTION[] =
 	"rates with Wilson intervals and, against full, discordant pairs, an exact McNemar test and\n"
 	"a TOST equivalence verdict, per cell and pooled. See hsq-eval(1).";
 
-enum { OPT_HAYSTACK = EOPT_SPECIFIC, OPT_LENGTHS, OPT_DEPTHS, OPT_TRIALS, OPT_KEYS, OPT_SEED, OPT_MARGIN };
+enum { OPT_HAYSTACK = EOPT_SPECIFIC, OPT_LENGTHS, OPT_DEPTHS, OPT_TRIALS, OPT_ONLY_TRIALS, OPT_KEYS, OPT_SEED,
+       OPT_MARGIN };
 
 static const cli_option options[] = {
 	{ "haystack", 0, "FILES", "comma-separated text files the haystacks are cut from (required)", OPT_HAYSTACK },
@@ -38,6 +40,8 @@ static const cli_option options[] = {
 	{ "depths", 0, "LIST", "comma-separated depths of the asked needle, percent (default 10,30,50,70,90)",
 	  OPT_DEPTHS },
 	{ "trials", 0, "N", "trials per length and depth (default 10)", OPT_TRIALS },
+	{ "only-trials", 0, "LIST", "run only these trial indices of each cell, 0-based, e.g. 4-9 or 0,7 (default: all)",
+	  OPT_ONLY_TRIALS },
 	{ "keys", 0, "K", "needles per haystack, 1..16; one is asked (default 1)", OPT_KEYS },
 	{ "seed", 0, "S", "seed of the needles and haystack offsets (default 1)", OPT_SEED },
 	{ "margin", 0, "PP", "TOST equivalence margin, percentage points (default 5)", OPT_MARGIN },
@@ -56,6 +60,10 @@ typedef struct needle_opts {
 	int n_len, lengths[EVAL_MAX_LIST];
 	int n_depth, depths[EVAL_MAX_LIST];
 	int trials, keys;
+	/* --only-trials: inclusive index ranges [first, last] this run may
+	 * run; n_only 0 = all. Not part of the log's configuration, so logs
+	 * of disjoint selections concatenate into one. */
+	int n_only, only_first[EVAL_MAX_LIST], only_last[EVAL_MAX_LIST];
 	uint64_t seed;
 	double margin; /* proportion units */
 	int n_hay;
@@ -89,6 +97,47 @@ typedef struct needle_run {
 	size_t n_trials; /* lengths x depths x trials */
 } needle_run;
 
+/* --only-trials: comma-separated indices or ranges "A-B", A <= B. */
+static void parse_only_trials(needle_opts *o, const char *value)
+{
+	o->n_only = 0;
+	for (const char *p = value;;) {
+		char *end;
+		long a, b;
+		errno = 0;
+		a = strtol(p, &end, 10);
+		b = a;
+		if (!errno && end != p && *end == '-') {
+			const char *q = end + 1;
+			b = strtol(q, &end, 10);
+			if (end == q)
+				b = -1;
+		}
+		if (errno || end == p || (*end && *end != ',') || *p == '+' || *p == '-' || *p == ' ' || a < 0 ||
+		    b < a || b > 99999)
+			cli_usage_error(EVAL_PROG, "--only-trials expects comma-separated trial indices or ranges "
+						   "like 4-9 (0-based, first <= last), not '%s'",
+					value);
+		if (o->n_only == EVAL_MAX_LIST)
+			cli_usage_error(EVAL_PROG, "--only-trials: at most %d items", EVAL_MAX_LIST);
+		o->only_first[o->n_only] = (int)a;
+		o->only_last[o->n_only++] = (int)b;
+		if (!*end)
+			return;
+		p = end + 1;
+	}
+}
+
+static int trial_selected(const needle_opts *o, int t)
+{
+	if (!o->n_only)
+		return 1;
+	for (int i = 0; i < o->n_only; i++)
+		if (t >= o->only_first[i] && t <= o->only_last[i])
+			return 1;
+	return 0;
+}
+
 static void parse(int argc, char **argv, needle_opts *o)
 {
 	cli_parser p;
@@ -112,6 +161,7 @@ static void parse(int argc, char **argv, needle_opts *o)
 			break;
 		case OPT_DEPTHS: o->n_depth = eval_parse_ints("--depths", optarg, 0, 100, o->depths, EVAL_MAX_LIST); break;
 		case OPT_TRIALS: o->trials = (int)cli_long(EVAL_PROG, "--trials", optarg, 1, 100000); break;
+		case OPT_ONLY_TRIALS: parse_only_trials(o, optarg); break;
 		case OPT_KEYS: o->keys = (int)cli_long(EVAL_PROG, "--keys", optarg, 1, MAX_KEYS); break;
 		case OPT_SEED: o->seed = (uint64_t)cli_long(EVAL_PROG, "--seed", optarg, 0, 0x7fffffffffffffffL); break;
 		case OPT_MARGIN: o->margin = cli_double(EVAL_PROG, "--margin", optarg, 0, 100) / 100; break;
@@ -126,6 +176,11 @@ static void parse(int argc, char **argv, needle_opts *o)
 				argv[optind]);
 	if (!o->n_hay)
 		cli_usage_error(EVAL_PROG, "needle needs --haystack FILES, the text the haystacks are cut from");
+	for (int i = 0; i < o->n_only; i++)
+		if (o->only_last[i] >= o->trials)
+			cli_usage_error(EVAL_PROG, "--only-trials names trial %d, but --trials %d has indices 0 to %d; "
+						   "raise --trials or name lower indices",
+					o->only_last[i], o->trials, o->trials - 1);
 	eval_common_finish(&o->c);
 }
 
@@ -647,6 +702,12 @@ static void print_table(const summary *S)
 	       "margin %.3g pp\n", S->model, o->n_len, o->n_len > 1 ? "s" : "", o->n_depth, o->n_depth > 1 ? "s" : "",
 	       o->trials, o->trials > 1 ? "s" : "", o->keys, o->keys > 1 ? "s" : "", (unsigned long long)o->seed,
 	       eval_budget_name(o->c.budget, b, sizeof b), 100 * o->margin);
+	int held = 0;
+	for (int cell = 0; cell < o->n_len * o->n_depth; cell++)
+		held += S->cells[cell * M].n;
+	if (held < o->n_len * o->n_depth * o->trials)
+		printf("the log holds %d of the grid's %d trials (an interrupted run or --only-trials); every figure "
+		       "is over those\n", held, o->n_len * o->n_depth * o->trials);
 	printf("fast tier (L1+L2; full: the whole cache at fp16), mean over the trials of each length:\n");
 	for (int li = 0; li < o->n_len; li++) {
 		printf("  %6d:", o->lengths[li]);
@@ -1025,7 +1086,7 @@ int eval_needle(int argc, char **argv)
 	for (int li = 0; li < o.n_len; li++)
 		for (int di = 0; di < o.n_depth; di++)
 			for (int t = 0; t < o.trials; t++)
-				if (N.ok[trial_index(&o, li, di, t) * M] < 0)
+				if (N.ok[trial_index(&o, li, di, t) * M] < 0 && trial_selected(&o, t))
 					run_trial(&N, &L, li, di, t);
 	collect(&N, &L);
 

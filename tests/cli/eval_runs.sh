@@ -47,6 +47,9 @@ run "$E" needle --haystack h.txt extra; expect "an extra argument exits 2" 2 "ne
 run "$E" needle --haystack h.txt --budget lots; expect "a bad --budget exits 2" 2 "--budget expects"
 run "$E" needle --haystack h.txt --retrieval-heads some; expect "a bad --retrieval-heads exits 2" 2 "--retrieval-heads expects"
 run "$E" needle --haystack h.txt --resume --force; expect "--resume with --force exits 2" 2 "exclude each other"
+run "$E" needle --haystack h.txt --only-trials 3-1; expect "a backwards --only-trials range exits 2" 2 "--only-trials expects .*first <= last"
+run "$E" needle --haystack h.txt --only-trials 4-; expect "an open --only-trials range exits 2" 2 "--only-trials expects"
+run "$E" needle --haystack h.txt --trials 4 --only-trials 0,4; expect "--only-trials past --trials exits 2" 2 "names trial 4, but --trials 4 has indices 0 to 3"
 run "$E" ppl; expect "ppl without files exits 2" 2 "at least one document"
 run "$E" agree --generate 0 a.txt; expect "--generate 0 exits 2" 2 "--generate expects"
 run "$E" bench; expect "bench without --text exits 2" 2 "needs --text"
@@ -156,6 +159,22 @@ cmp -s a.jsonl g.jsonl && ok "the grown log equals a two-trial run's, byte for b
 [ ! -e g.jsonl.grow ] && ok "no temporary file left" || fail "g.jsonl.grow left behind"
 run "$E" $NEEDLE --trials 1 --log a.jsonl --resume
 expect "--resume with fewer --trials exits 2" 2 "another configuration \(trials is 1 here but 2 in the log\)"
+
+# --- --only-trials splits a grid: each part runs its trials, the parts' logs concatenate into
+# the whole run's (same header), and --resume on the joined log summarizes it without running
+run "$R" $NEEDLE --only-trials 1 --log s1.jsonl
+expect "an --only-trials run exits 0" 0 ""
+printf '%s' "$err" | grep -q "trial 1/2" && fail "--only-trials 1 ran trial 0" || ok "--only-trials 1 skips trial 0"
+printf '%s' "$out" | grep -q "^the log holds 1 of the grid's 2 trials" && ok "a partial table says how much of the grid it covers" ||
+	fail "no partial-grid line" "$out"
+run "$R" $NEEDLE --only-trials 0-0 --log s0.jsonl -q
+expect "the other part runs" 0 ""
+[ "$(head -n 1 s0.jsonl)" = "$(head -n 1 s1.jsonl)" ] && ok "the parts' logs have the same header" || fail "headers differ"
+{ cat s0.jsonl; tail -n +2 s1.jsonl; } >s.jsonl
+cmp -s a.jsonl s.jsonl && ok "the joined parts equal the whole run's log, byte for byte" || fail "joined log differs"
+run "$E" $NEEDLE --log s.jsonl --resume -q
+expect "the joined log resumes" 0 ""
+[ "$out" = "$(cat a.out)" ] && ok "the joined log's table equals the whole run's" || fail "tables differ" "$(printf '%s\n' "$out" | diff - a.out)"
 
 # --- a log written before the answer was scored (no "logp"): read, no log-probability table
 sed 's/"logp":[^,]*,//g' a.jsonl >o.jsonl

@@ -2,7 +2,8 @@
 # Black-box tests of the model runs of hsq-eval (needle, ppl, agree, bench):
 # usage errors (exit 2), a tiny needle grid with its table, JSON, CSV and
 # report; resuming an interrupted trial log (a half-written last line
-# included) gives the summary of an uninterrupted run; a log written with
+# included) gives the summary of an uninterrupted run, and so do the logs
+# of a grid split with --only-trials, joined; a log written with
 # another configuration is refused (exit 2), a malformed one is an input
 # error naming its line (exit 4); tiny ppl, agree and bench runs.
 #

@@ -245,6 +245,7 @@ void tiers_free(struct hsq_tiers *t)
 			free(x->gk);
 			free(x->gv);
 			free(x->gsize);
+			free(x->sum_bias);
 			free(x->s);
 			free(x->ps);
 			free(x->covered);

@@ -145,7 +145,9 @@ typedef struct tier_scratch {
 	float *fk, *fv;        /* [cap_fetch][head_dim] fetched K (rotated), V, when not cached */
 	const float **gk, **gv; /* [cap_groups] rows of each fetched group (cache or fk/fv) */
 	int *gsize;            /* [cap_groups] tokens of each fetched group */
-	float *s;              /* [cap_scores] attention weights */
+	float *s;              /* [TIERS_KERNEL_MAXQ][cap_scores] attention weights of
+				* the query heads attended together */
+	float *sum_bias;       /* [cap_groups] log of each group's token count */
 	float *ps;             /* [cap_pos] probe: true scores */
 	uint8_t *covered;      /* [cap_pos] probe: positions L1/fetch/tail hold */
 } tier_scratch;

@@ -10,7 +10,8 @@
  *      every group;
  *   2. fetch: decode the chosen groups' L3 codes and rotate the keys to
  *      their positions;
- *   3. attend, for each query head: softmax over L1 tokens, the summaries
+ *   3. attend, for each query head (up to four at once sharing each row
+ *      load, tiers_kernels.h): softmax over L1 tokens, the summaries
  *      of the groups not fetched (score + log(group size): a summary stands
  *      for that many tokens with the same key), the fetched tokens and the
  *      tail up to the token's own position; fetched groups' summaries are
@@ -24,6 +25,7 @@
 #include "context.h"
 #include "error.h"
 #include "tiers.h"
+#include "tiers_kernels.h"
 #include "vec_f32.h"
 
 typedef struct ranked_group {
@@ -61,7 +63,8 @@ static hsq_status ensure_scratch(struct hsq_tiers *t, int groups, int fetch, int
 			    reserve((void **)&x->pq_table, t->n_head / t->n_head_kv * hd * TIER_PQ_K, sizeof(float)) ||
 			    reserve((void **)&x->fetched, groups, 1) || reserve((void **)&x->gk, groups, sizeof *x->gk) ||
 			    reserve((void **)&x->gv, groups, sizeof *x->gv) ||
-			    reserve((void **)&x->gsize, groups, sizeof *x->gsize))
+			    reserve((void **)&x->gsize, groups, sizeof *x->gsize) ||
+			    reserve((void **)&x->sum_bias, groups, sizeof *x->sum_bias))
 				goto nomem;
 			x->cap_groups = groups;
 		}
@@ -78,7 +81,7 @@ static hsq_status ensure_scratch(struct hsq_tiers *t, int groups, int fetch, int
 			x->cap_keys = keys;
 		}
 		if (scores > x->cap_scores) {
-			if (reserve((void **)&x->s, scores, sizeof(float)))
+			if (reserve((void **)&x->s, TIERS_KERNEL_MAXQ * scores, sizeof(float)))
 				goto nomem;
 			x->cap_scores = scores;
 		}
@@ -281,82 +284,105 @@ static void attend_task(void *arg, int task, int thread)
 	}
 	j->n_trace[task] = n_groups_fetched;
 
-	/* 3. attend */
-	double recall = 0.0;
-	for (int hq = g * G; hq < (g + 1) * G; hq++) {
-		const float *q = qrow + (size_t)hq * hd;
-		float *s = x->s;
-		int ns = 0;
-		for (int i = 0; i < h->n_l1; i++) {
-			int lp = h->l1_pos[i];
-			float v = lp >= wfirst && lp <= p ? dot_f32(q, h->l1_k + (size_t)i * hd, hd) * t->attn_scale : -INFINITY;
-			s[ns++] = v;
+	/* 3. attend: up to TIERS_KERNEL_MAXQ query heads at a time share each
+	 * load of a key or value row (tiers_kernels.h); row i of segment
+	 * order is L1, summaries, fetched tokens, tail */
+	int ns = h->n_l1 + h->n_group + n_fetch + L->n_tail;
+	for (int k = 0; k < h->n_group; k++) /* a summary stands for its group's tokens */
+		x->sum_bias[k] = logf((float)(h->g_start[k + 1] - h->g_start[k]));
+	for (int hq0 = g * G; hq0 < (g + 1) * G; hq0 += TIERS_KERNEL_MAXQ) {
+		int Q = (g + 1) * G - hq0 < TIERS_KERNEL_MAXQ ? (g + 1) * G - hq0 : TIERS_KERNEL_MAXQ;
+		const float *qs[TIERS_KERNEL_MAXQ];
+		float *sr[TIERS_KERNEL_MAXQ], *o[TIERS_KERNEL_MAXQ];
+		for (int i = 0; i < Q; i++) {
+			qs[i] = qrow + (size_t)(hq0 + i) * hd;
+			sr[i] = x->s + (size_t)i * x->cap_scores;
+			o[i] = j->out + ((size_t)ti * t->n_head + hq0 + i) * hd;
 		}
-		for (int k = 0; k < h->n_group; k++) {
-			float v = -INFINITY;
-			if (!x->fetched[k])
-				v = dot_f32(q, h->sum_k + (size_t)k * hd, hd) * t->attn_scale +
-				    logf((float)(h->g_start[k + 1] - h->g_start[k]));
-			s[ns++] = v;
+		float *at[TIERS_KERNEL_MAXQ]; /* the rows' scores of the current segment */
+#define AT(off) for (int i = 0; i < Q; i++) at[i] = sr[i] + (off)
+		int off = 0;
+		AT(off);
+		tiers_scores(qs, Q, h->l1_k, (size_t)hd, h->n_l1, hd, t->attn_scale, NULL, at);
+		for (int r = 0; r < h->n_l1; r++)
+			if (h->l1_pos[r] < wfirst || h->l1_pos[r] > p)
+				for (int i = 0; i < Q; i++)
+					at[i][r] = -INFINITY;
+		off += h->n_l1;
+		AT(off);
+		tiers_scores(qs, Q, h->sum_k, (size_t)hd, h->n_group, hd, t->attn_scale, x->sum_bias, at);
+		for (int k = 0; k < h->n_group; k++)
+			if (x->fetched[k]) /* its tokens are attended instead */
+				for (int i = 0; i < Q; i++)
+					at[i][k] = -INFINITY;
+		off += h->n_group;
+		for (int f = 0; f < n_groups_fetched; f++) {
+			AT(off);
+			tiers_scores(qs, Q, x->gk[f], (size_t)hd, x->gsize[f], hd, t->attn_scale, NULL, at);
+			off += x->gsize[f];
 		}
-		for (int f = 0; f < n_groups_fetched; f++)
-			for (int i = 0; i < x->gsize[f]; i++)
-				s[ns++] = dot_f32(q, x->gk[f] + (size_t)i * hd, hd) * t->attn_scale;
-		for (int i = 0; i < L->n_tail; i++) {
-			int tp = L->tail_pos[i];
-			s[ns++] = tp >= wfirst && tp <= p ? dot_f32(q, L->tail_k + i * kvw + (size_t)g * hd, hd) * t->attn_scale
-							  : -INFINITY;
+		AT(off);
+		tiers_scores(qs, Q, L->tail_k + (size_t)g * hd, kvw, L->n_tail, hd, t->attn_scale, NULL, at);
+		for (int r = 0; r < L->n_tail; r++)
+			if (L->tail_pos[r] < wfirst || L->tail_pos[r] > p)
+				for (int i = 0; i < Q; i++)
+					at[i][r] = -INFINITY;
+		for (int i = 0; i < Q; i++) { /* weights, normalized */
+			float sum = softmax_masked_exp(sr[i], ns);
+			float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+			for (int r = 0; r < ns; r++)
+				sr[i][r] *= inv;
+			memset(o[i], 0, (size_t)hd * sizeof *o[i]);
 		}
-		float sum = softmax_masked_exp(s, ns);
-		float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-		float *o = j->out + ((size_t)ti * t->n_head + hq) * hd;
-		memset(o, 0, (size_t)hd * sizeof *o);
-		ns = 0;
-		for (int i = 0; i < h->n_l1; i++, ns++)
-			if (s[ns] != 0.0f)
-				axpy_f32(o, s[ns] * inv, h->l1_v + (size_t)i * hd, hd);
-		for (int k = 0; k < h->n_group; k++, ns++)
-			if (s[ns] != 0.0f)
-				axpy_f32(o, s[ns] * inv, h->sum_v + (size_t)k * hd, hd);
-		for (int f = 0; f < n_groups_fetched; f++)
-			for (int i = 0; i < x->gsize[f]; i++, ns++)
-				if (s[ns] != 0.0f)
-					axpy_f32(o, s[ns] * inv, x->gv[f] + (size_t)i * hd, hd);
-		for (int i = 0; i < L->n_tail; i++, ns++)
-			if (s[ns] != 0.0f)
-				axpy_f32(o, s[ns] * inv, L->tail_v + i * kvw + (size_t)g * hd, hd);
+		off = 0;
+		AT(off);
+		tiers_values((const float *const *)at, Q, h->l1_v, (size_t)hd, h->n_l1, hd, o);
+		off += h->n_l1;
+		AT(off);
+		tiers_values((const float *const *)at, Q, h->sum_v, (size_t)hd, h->n_group, hd, o);
+		off += h->n_group;
+		for (int f = 0; f < n_groups_fetched; f++) {
+			AT(off);
+			tiers_values((const float *const *)at, Q, x->gv[f], (size_t)hd, x->gsize[f], hd, o);
+			off += x->gsize[f];
+		}
+		AT(off);
+		tiers_values((const float *const *)at, Q, L->tail_v + (size_t)g * hd, kvw, L->n_tail, hd, o);
+#undef AT
+	}
 
-		if (j->full_k) {
-			/* probe: true attention over the full cache at positions
-			 * wfirst..p, and the share L1 + fetched + tail hold */
-			float pm = -INFINITY, psum = 0.0f;
-			int np = p + 1 - wfirst;
-			for (int i = 0; i < np; i++) {
-				int row = (wfirst + i) % j->full_cap;
-				x->ps[i] = dot_f32(q, j->full_k + (size_t)row * kvw + (size_t)g * hd, hd) * t->attn_scale;
-				pm = x->ps[i] > pm ? x->ps[i] : pm;
-			}
-			for (int i = 0; i < np; i++) {
-				x->ps[i] = expf(x->ps[i] - pm);
-				psum += x->ps[i];
-			}
-			for (int i = 0; i < h->n_l1; i++)
-				if (h->l1_pos[i] >= wfirst && h->l1_pos[i] <= p)
-					x->covered[h->l1_pos[i] - wfirst] = 1;
-			for (int i = 0; i < n_fetch; i++)
-				if (x->fpos[i] >= wfirst && x->fpos[i] <= p)
-					x->covered[x->fpos[i] - wfirst] = 1;
-			for (int i = 0; i < L->n_tail; i++)
-				if (L->tail_pos[i] >= wfirst && L->tail_pos[i] <= p)
-					x->covered[L->tail_pos[i] - wfirst] = 1;
-			double got = 0.0;
-			for (int i = 0; i < np; i++) {
-				if (x->covered[i])
-					got += x->ps[i];
-				x->covered[i] = 0;
-			}
-			recall += got / psum;
+	double recall = 0.0;
+	for (int hq = g * G; j->full_k && hq < (g + 1) * G; hq++) {
+		const float *q = qrow + (size_t)hq * hd;
+		/* probe: true attention over the full cache at positions
+		 * wfirst..p, and the share L1 + fetched + tail hold */
+		float pm = -INFINITY, psum = 0.0f;
+		int np = p + 1 - wfirst;
+		for (int i = 0; i < np; i++) {
+			int row = (wfirst + i) % j->full_cap;
+			x->ps[i] = dot_f32(q, j->full_k + (size_t)row * kvw + (size_t)g * hd, hd) * t->attn_scale;
+			pm = x->ps[i] > pm ? x->ps[i] : pm;
 		}
+		for (int i = 0; i < np; i++) {
+			x->ps[i] = expf(x->ps[i] - pm);
+			psum += x->ps[i];
+		}
+		for (int i = 0; i < h->n_l1; i++)
+			if (h->l1_pos[i] >= wfirst && h->l1_pos[i] <= p)
+				x->covered[h->l1_pos[i] - wfirst] = 1;
+		for (int i = 0; i < n_fetch; i++)
+			if (x->fpos[i] >= wfirst && x->fpos[i] <= p)
+				x->covered[x->fpos[i] - wfirst] = 1;
+		for (int i = 0; i < L->n_tail; i++)
+			if (L->tail_pos[i] >= wfirst && L->tail_pos[i] <= p)
+				x->covered[L->tail_pos[i] - wfirst] = 1;
+		double got = 0.0;
+		for (int i = 0; i < np; i++) {
+			if (x->covered[i])
+				got += x->ps[i];
+			x->covered[i] = 0;
+		}
+		recall += got / psum;
 	}
 	if (j->recall)
 		j->recall[task] = recall;

@@ -51,7 +51,7 @@ KERNEL_TEST_BINS = $(KERNEL_TESTS:%=$(BUILD)/san/tests/%)
 MAN_PAGES = $(wildcard man/*.[157])
 HEADERS   = $(wildcard lib/*.h)
 
-.PHONY: all check unit cli demo model gemma test-models deps bench bench-codecs bench-tiers bench-needle completions install uninstall clean distclean
+.PHONY: all check unit cli demo model gemma test-models deps bench bench-codecs bench-tiers bench-tiers-gemma bench-needle completions install uninstall clean distclean
 
 all: $(BUILD)/libhsq.a $(BUILD)/libhsq.so $(BINS) $(BUILD)/hsq.pc
 
@@ -206,6 +206,11 @@ TIERS_CTX ?= 7680
 TIERS_DOCS ?= 20
 bench-tiers: $(BUILD)/bench/tiers_quality model
 	sh bench/tiers.sh $(BUILD)/bench/tiers_quality '$(MODEL)' $(TIERS_CTX) $(TIERS_DOCS)
+
+# The same for gemma-3-270m at 32K: samples of >= 160 KB, 32,256 context
+# tokens (+ 512 scored = 32,768, the model's limit).
+bench-tiers-gemma: $(BUILD)/bench/tiers_quality gemma
+	sh bench/tiers.sh $(BUILD)/bench/tiers_quality '$(GEMMA)' 32256 $(TIERS_DOCS) 256 160000
 
 # Needle in a haystack, paired over full, quant and hsq (bench/needle.c):
 # NEEDLE_TRIALS trials at NEEDLE_CTX tokens, haystack from kjv.txt.

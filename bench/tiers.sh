@@ -1,19 +1,22 @@
 #!/bin/sh
-# bench/tiers.sh BIN MODEL CTX N_SAMPLES [N_GEN] - runs bench/tiers_quality
-# (2 threads, 512 scored tokens, N_GEN generated, default 256) on samples of
-# the State of the Union addresses from 1951 on: the addresses in
-# chronological order are cut into consecutive, non-overlapping samples, each
-# one address or several joined (blank line between) until it holds at least
-# 48 KB, enough for CTX + 512 tokens at 8K. The samples are written to
-# bench/out/sotu-samples/ and listed with their addresses first.
+# bench/tiers.sh BIN MODEL CTX N_SAMPLES [N_GEN [BYTES]] - runs
+# bench/tiers_quality (2 threads, 512 scored tokens, N_GEN generated, default
+# 256) on samples of the State of the Union addresses from 1951 on: the
+# addresses in chronological order are cut into consecutive, non-overlapping
+# samples, each one address or several joined (blank line between) until it
+# holds at least BYTES (default 48000: enough for CTX + 512 tokens at 8K;
+# 160000 for gemma at 32K). The samples are written to
+# bench/out/sotu-samples/ (sotu-samples-BYTES/ for another size) and listed
+# with their addresses first.
 set -eu
-bin=$1 model=$2 ctx=$3 n=$4 gen=${5:-256}
+bin=$1 model=$2 ctx=$3 n=$4 gen=${5:-256} bytes=${6:-48000}
 dir=${HSQ_CORPORA:-../shared/corpora}/sotu
 if [ ! -d "$dir" ]; then
 	echo "SKIP: bench-tiers: $dir is absent (the evaluation corpus lives in ../shared)"
 	exit 0
 fi
 out=bench/out/sotu-samples
+[ "$bytes" = 48000 ] || out=$out-$bytes
 rm -rf "$out"
 mkdir -p "$out"
 i=0 size=0 members=
@@ -26,7 +29,7 @@ for f in "$dir"/*.txt; do
 	cat "$f" >> "$s"
 	members="$members $(basename "$f" .txt)"
 	size=$(wc -c < "$s")
-	if [ "$size" -ge 48000 ]; then
+	if [ "$size" -ge "$bytes" ]; then
 		echo "# $(basename "$s"):$members"
 		i=$((i + 1)) size=0 members=
 	fi

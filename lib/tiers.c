@@ -246,6 +246,7 @@ void tiers_free(struct hsq_tiers *t)
 			free(x->gv);
 			free(x->gsize);
 			free(x->sum_bias);
+			free(x->sum_score);
 			free(x->s);
 			free(x->ps);
 			free(x->covered);

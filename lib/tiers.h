@@ -148,6 +148,8 @@ typedef struct tier_scratch {
 	float *s;              /* [TIERS_KERNEL_MAXQ][cap_scores] attention weights of
 				* the query heads attended together */
 	float *sum_bias;       /* [cap_groups] log of each group's token count */
+	float *sum_score;      /* [cap_groups] router: q.k_summary, the largest over
+				* the query heads */
 	float *ps;             /* [cap_pos] probe: true scores */
 	uint8_t *covered;      /* [cap_pos] probe: positions L1/fetch/tail hold */
 } tier_scratch;

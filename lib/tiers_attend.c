@@ -33,12 +33,42 @@ typedef struct ranked_group {
 	int32_t group;
 } ranked_group;
 
-static int by_score_desc(const void *a, const void *b)
+/* The rankings' order: higher score first, ties by group index, so a
+ * ranking is the same whatever algorithm produces it. */
+static int ranks_before(ranked_group a, ranked_group b)
 {
-	const ranked_group *x = a, *y = b;
-	if (x->score != y->score)
-		return x->score < y->score ? 1 : -1;
-	return (x->group > y->group) - (x->group < y->group);
+	return a.score != b.score ? a.score > b.score : a.group < b.group;
+}
+
+/* Heap of n groups, the first in ranks_before order at the root. The
+ * router takes a few hundred of the groups from each ranking, so popping
+ * them from a heap (O(n) to build, O(log n) a group) replaces sorting all
+ * of them. */
+static void heap_sift(ranked_group *a, int n, int i)
+{
+	ranked_group v = a[i];
+	for (int c; (c = 2 * i + 1) < n; i = c) {
+		if (c + 1 < n && ranks_before(a[c + 1], a[c]))
+			c++;
+		if (!ranks_before(a[c], v))
+			break;
+		a[i] = a[c];
+	}
+	a[i] = v;
+}
+
+static void heap_build(ranked_group *a, int n)
+{
+	for (int i = n / 2 - 1; i >= 0; i--)
+		heap_sift(a, n, i);
+}
+
+static ranked_group heap_pop(ranked_group *a, int *n)
+{
+	ranked_group top = a[0];
+	a[0] = a[--*n];
+	heap_sift(a, *n, 0);
+	return top;
 }
 
 /* Grows a scratch buffer; returns 0 or -1. */
@@ -64,7 +94,8 @@ static hsq_status ensure_scratch(struct hsq_tiers *t, int groups, int fetch, int
 			    reserve((void **)&x->fetched, groups, 1) || reserve((void **)&x->gk, groups, sizeof *x->gk) ||
 			    reserve((void **)&x->gv, groups, sizeof *x->gv) ||
 			    reserve((void **)&x->gsize, groups, sizeof *x->gsize) ||
-			    reserve((void **)&x->sum_bias, groups, sizeof *x->sum_bias))
+			    reserve((void **)&x->sum_bias, groups, sizeof *x->sum_bias) ||
+			    reserve((void **)&x->sum_score, groups, sizeof *x->sum_score))
 				goto nomem;
 			x->cap_groups = groups;
 		}
@@ -136,23 +167,35 @@ static void route(const struct hsq_tiers *t, const tier_head *h, const float *q,
 	int coded = h->pq_centroid != NULL; /* not when fitting it ran out of memory */
 	if (coded)
 		tiers_pq_group_scores(t, h, q, G, x->pq_table, x->kscore, x->gscore);
-	for (int k = 0; k < ng; k++) {
-		const float *sk = h->sum_k + (size_t)k * hd;
-		float mean = -INFINITY;
-		for (int hq = 0; hq < G; hq++) {
-			float m = dot_f32(q + (size_t)hq * hd, sk, hd);
-			mean = m > mean ? m : mean;
+	/* q.k_summary, the largest over the query heads, up to four heads at
+	 * a time through x->s (free until the attention) */
+	float *best = x->sum_score;
+	for (int k = 0; k < ng; k++)
+		best[k] = -INFINITY;
+	for (int hq0 = 0; hq0 < G; hq0 += TIERS_KERNEL_MAXQ) {
+		int Q = G - hq0 < TIERS_KERNEL_MAXQ ? G - hq0 : TIERS_KERNEL_MAXQ;
+		const float *qs[TIERS_KERNEL_MAXQ];
+		float *dots[TIERS_KERNEL_MAXQ];
+		for (int i = 0; i < Q; i++) {
+			qs[i] = q + (size_t)(hq0 + i) * hd;
+			dots[i] = x->s + (size_t)i * x->cap_scores;
 		}
-		by_bound[k] = (ranked_group){ coded ? x->gscore[k] : mean, k };
-		by_mean[k] = (ranked_group){ mean, k };
+		tiers_scores(qs, Q, h->sum_k, (size_t)hd, ng, hd, 1.0f, NULL, dots);
+		for (int i = 0; i < Q; i++)
+			for (int k = 0; k < ng; k++)
+				best[k] = dots[i][k] > best[k] ? dots[i][k] : best[k];
 	}
-	qsort(by_bound, (size_t)ng, sizeof *by_bound, by_score_desc);
-	qsort(by_mean, (size_t)ng, sizeof *by_mean, by_score_desc);
-	const ranked_group *list[2] = { by_bound, by_mean };
-	int next[2] = { 0, 0 }, total = 0;
-	for (int turn = 0; (next[0] < ng || next[1] < ng) && total < budget; turn ^= 1)
-		while (next[turn] < ng) {
-			int k = list[turn][next[turn]++].group, size = h->g_start[k + 1] - h->g_start[k];
+	for (int k = 0; k < ng; k++) {
+		by_bound[k] = (ranked_group){ coded ? x->gscore[k] : best[k], k };
+		by_mean[k] = (ranked_group){ best[k], k };
+	}
+	heap_build(by_bound, ng);
+	heap_build(by_mean, ng);
+	ranked_group *list[2] = { by_bound, by_mean };
+	int left[2] = { ng, ng }, total = 0;
+	for (int turn = 0; (left[0] > 0 || left[1] > 0) && total < budget; turn ^= 1)
+		while (left[turn] > 0) {
+			int k = heap_pop(list[turn], &left[turn]).group, size = h->g_start[k + 1] - h->g_start[k];
 			if (fetched[k] || total + size > budget)
 				continue;
 			fetched[k] = 1;

@@ -264,6 +264,14 @@ static float softmax_masked_exp(float *s, int n)
 	return sum;
 }
 
+/* at[i] = sr[i] + off for the Q heads: where a run of rows starts in
+ * each head's scores. */
+static void rows_from(float **at, float *const *sr, int Q, int off)
+{
+	for (int i = 0; i < Q; i++)
+		at[i] = sr[i] + off;
+}
+
 static void attend_task(void *arg, int task, int thread)
 {
 	const attend_job *j = arg;
@@ -328,8 +336,8 @@ static void attend_task(void *arg, int task, int thread)
 	j->n_trace[task] = n_groups_fetched;
 
 	/* 3. attend: up to TIERS_KERNEL_MAXQ query heads at a time share each
-	 * load of a key or value row (tiers_kernels.h); row i of segment
-	 * order is L1, summaries, fetched tokens, tail */
+	 * load of a key or value row (tiers_kernels.h); a head's scores are
+	 * one row of x->s, in the order L1, summaries, fetched tokens, tail */
 	int ns = h->n_l1 + h->n_group + n_fetch + L->n_tail;
 	for (int k = 0; k < h->n_group; k++) /* a summary stands for its group's tokens */
 		x->sum_bias[k] = logf((float)(h->g_start[k + 1] - h->g_start[k]));
@@ -342,17 +350,16 @@ static void attend_task(void *arg, int task, int thread)
 			sr[i] = x->s + (size_t)i * x->cap_scores;
 			o[i] = j->out + ((size_t)ti * t->n_head + hq0 + i) * hd;
 		}
-		float *at[TIERS_KERNEL_MAXQ]; /* the rows' scores of the current segment */
-#define AT(off) for (int i = 0; i < Q; i++) at[i] = sr[i] + (off)
+		float *at[TIERS_KERNEL_MAXQ]; /* each head's weights of the current run of rows */
 		int off = 0;
-		AT(off);
+		rows_from(at, sr, Q, off);
 		tiers_scores(qs, Q, h->l1_k, (size_t)hd, h->n_l1, hd, t->attn_scale, NULL, at);
 		for (int r = 0; r < h->n_l1; r++)
 			if (h->l1_pos[r] < wfirst || h->l1_pos[r] > p)
 				for (int i = 0; i < Q; i++)
 					at[i][r] = -INFINITY;
 		off += h->n_l1;
-		AT(off);
+		rows_from(at, sr, Q, off);
 		tiers_scores(qs, Q, h->sum_k, (size_t)hd, h->n_group, hd, t->attn_scale, x->sum_bias, at);
 		for (int k = 0; k < h->n_group; k++)
 			if (x->fetched[k]) /* its tokens are attended instead */
@@ -360,11 +367,11 @@ static void attend_task(void *arg, int task, int thread)
 					at[i][k] = -INFINITY;
 		off += h->n_group;
 		for (int f = 0; f < n_groups_fetched; f++) {
-			AT(off);
+			rows_from(at, sr, Q, off);
 			tiers_scores(qs, Q, x->gk[f], (size_t)hd, x->gsize[f], hd, t->attn_scale, NULL, at);
 			off += x->gsize[f];
 		}
-		AT(off);
+		rows_from(at, sr, Q, off);
 		tiers_scores(qs, Q, L->tail_k + (size_t)g * hd, kvw, L->n_tail, hd, t->attn_scale, NULL, at);
 		for (int r = 0; r < L->n_tail; r++)
 			if (L->tail_pos[r] < wfirst || L->tail_pos[r] > p)
@@ -378,20 +385,19 @@ static void attend_task(void *arg, int task, int thread)
 			memset(o[i], 0, (size_t)hd * sizeof *o[i]);
 		}
 		off = 0;
-		AT(off);
+		rows_from(at, sr, Q, off);
 		tiers_values((const float *const *)at, Q, h->l1_v, (size_t)hd, h->n_l1, hd, o);
 		off += h->n_l1;
-		AT(off);
+		rows_from(at, sr, Q, off);
 		tiers_values((const float *const *)at, Q, h->sum_v, (size_t)hd, h->n_group, hd, o);
 		off += h->n_group;
 		for (int f = 0; f < n_groups_fetched; f++) {
-			AT(off);
+			rows_from(at, sr, Q, off);
 			tiers_values((const float *const *)at, Q, x->gv[f], (size_t)hd, x->gsize[f], hd, o);
 			off += x->gsize[f];
 		}
-		AT(off);
+		rows_from(at, sr, Q, off);
 		tiers_values((const float *const *)at, Q, L->tail_v + (size_t)g * hd, kvw, L->n_tail, hd, o);
-#undef AT
 	}
 
 	double recall = 0.0;

@@ -21,16 +21,7 @@
 
 #include "quant_blocks.h"
 #include "vec_f32.h"
-
-/* hsum16 of the 16-lane vector (lo = lanes 0-7, hi = lanes 8-15). */
-static inline float hsum16_pair(__m256 lo, __m256 hi)
-{
-	__m256 a = _mm256_add_ps(lo, hi);
-	__m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-	float f[4];
-	_mm_storeu_ps(f, b);
-	return (f[0] + f[2]) + (f[1] + f[3]);
-}
+#include "vec_f32_avx2.h"
 
 typedef void (*block_decoder8)(const uint8_t *b, __m256 v[4]);
 

@@ -39,15 +39,7 @@
  * reference. */
 #include <immintrin.h>
 
-/* hsum16 of lanes lo (0-7), hi (8-15): (lo + hi), its halves added, then
- * (b0 + b2) + (b1 + b3), hsum16's tree. */
-static inline float tiers_hsum16_pair(__m256 lo, __m256 hi)
-{
-	__m256 a = lo + hi;
-	__m128 b = _mm256_castps256_ps128(a) + _mm256_extractf128_ps(a, 1);
-	__m128 c = b + _mm_movehl_ps(b, b);                         /* b0 + b2, b1 + b3 */
-	return _mm_cvtss_f32(c + _mm_shuffle_ps(c, c, 1)); /* their sum */
-}
+#include "vec_f32_avx2.h"
 
 static inline __attribute__((always_inline)) void tiers_scores_q(const float *const *q, const int Q, const float *k,
 								  size_t ldk, int n, int hd, float scale,
@@ -71,12 +63,12 @@ static inline __attribute__((always_inline)) void tiers_scores_q(const float *co
 		if (bias)
 			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++)
-				s[i][r] = (tiers_hsum16_pair(acc[i][0], acc[i][1]) + tail_dot(q[i], kr, d, hd)) * scale +
+				s[i][r] = (hsum16_pair(acc[i][0], acc[i][1]) + tail_dot(q[i], kr, d, hd)) * scale +
 					  bias[r];
 		else
 			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++)
-				s[i][r] = (tiers_hsum16_pair(acc[i][0], acc[i][1]) + tail_dot(q[i], kr, d, hd)) * scale;
+				s[i][r] = (hsum16_pair(acc[i][0], acc[i][1]) + tail_dot(q[i], kr, d, hd)) * scale;
 	}
 }
 

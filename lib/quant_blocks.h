@@ -1,5 +1,5 @@
-/* quant_blocks.h - decoding one 32-value block of Q4_0 / Q4_1 / Q8_0 into
- * two 16-lane float vectors (internal).
+/* quant_blocks.h - decoding one 32-value block of Q4_0 / Q4_1 / Q5_0 / Q8_0
+ * into two 16-lane float vectors (internal).
  *
  * dequant.c (rows to memory) and the fused matmul kernels in backend_cpu.c
  * (blocks straight into registers) both decode through these functions, so
@@ -26,7 +26,14 @@ static inline float qb_f16(const uint8_t *p)
 
 #define Q4_0_BYTES 18
 #define Q4_1_BYTES 20
+#define Q5_0_BYTES 22
 #define Q8_0_BYTES 34
+
+/* Q5_0's u32 of fifth bits, little-endian: bit i belongs to value i. */
+static inline uint32_t qb_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 
 /* Each function decodes values 0..15 of the block into *lo and 16..31 into
  * *hi. Integers are widened to int32 before the conversion to float: a
@@ -37,10 +44,26 @@ static inline hsq_vf16 qb_u8_to_f(hsq_vu8x16 q)
 	return __builtin_convertvector(__builtin_convertvector(q, hsq_vi32x16), hsq_vf16);
 }
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+/* gcc 12 widens a signed 16-byte vector a byte at a time through general
+ * registers (Q8_0 matmul at 5 GFLOP/s, measured with bench/matmul); the
+ * intrinsic is one vpmovsxbd. Same values. */
+static inline hsq_vf16 qb_i8_to_f(hsq_vi8x16 q)
+{
+	__m128i v;
+	memcpy(&v, &q, sizeof v);
+	__m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v));
+	hsq_vf16 r;
+	memcpy(&r, &f, sizeof r);
+	return r;
+}
+#else
 static inline hsq_vf16 qb_i8_to_f(hsq_vi8x16 q)
 {
 	return __builtin_convertvector(__builtin_convertvector(q, hsq_vi32x16), hsq_vf16);
 }
+#endif
 
 static inline void qb_q4_0(const uint8_t *b, hsq_vf16 *lo, hsq_vf16 *hi)
 {
@@ -58,6 +81,37 @@ static inline void qb_q4_1(const uint8_t *b, hsq_vf16 *lo, hsq_vf16 *hi)
 	memcpy(&q, b + 4, 16);
 	*lo = qb_u8_to_f(q & 0x0f) * d + m;
 	*hi = qb_u8_to_f(q >> 4) * d + m;
+}
+
+/* Q5_0: x = d * (q - 16), q = low nibble | fifth bit << 4 (values 0-15
+ * the low nibbles of qs, 16-31 the high ones). The products are exact
+ * (11-bit d times |q - 16| <= 16), so this equals dequant_k.c's Q5_0 bit
+ * for bit. */
+static inline void qb_q5_0(const uint8_t *b, hsq_vf16 *lo, hsq_vf16 *hi)
+{
+	float d = qb_f16(b);
+	uint32_t qh = qb_u32(b + 2);
+#ifdef __AVX512F__ /* the fifth bits are lane masks: one masked add each */
+	__m128i q, mask = _mm_set1_epi8(0x0f);
+	memcpy(&q, b + 6, 16);
+	const __m512i sixteen = _mm512_set1_epi32(16);
+	__m512i il = _mm512_cvtepu8_epi32(_mm_and_si128(q, mask));
+	__m512i ih = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(q, 4), mask));
+	il = _mm512_sub_epi32(_mm512_mask_add_epi32(il, (__mmask16)(qh & 0xffff), il, sixteen), sixteen);
+	ih = _mm512_sub_epi32(_mm512_mask_add_epi32(ih, (__mmask16)(qh >> 16), ih, sixteen), sixteen);
+	__m512 fl = _mm512_mul_ps(_mm512_cvtepi32_ps(il), _mm512_set1_ps(d));
+	__m512 fh = _mm512_mul_ps(_mm512_cvtepi32_ps(ih), _mm512_set1_ps(d));
+	memcpy(lo, &fl, sizeof *lo);
+	memcpy(hi, &fh, sizeof *hi);
+#else
+	const hsq_vi32x16 lane = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
+	hsq_vi32x16 hl = (((hsq_vi32x16){ 0 } + (int32_t)(qh & 0xffff)) >> lane & 1) << 4;
+	hsq_vi32x16 hh = (((hsq_vi32x16){ 0 } + (int32_t)(qh >> 16)) >> lane & 1) << 4;
+	hsq_vu8x16 q;
+	memcpy(&q, b + 6, 16);
+	*lo = __builtin_convertvector((__builtin_convertvector(q & 0x0f, hsq_vi32x16) | hl) - 16, hsq_vf16) * d;
+	*hi = __builtin_convertvector((__builtin_convertvector(q >> 4, hsq_vi32x16) | hh) - 16, hsq_vf16) * d;
+#endif
 }
 
 static inline void qb_q8_0(const uint8_t *b, hsq_vf16 *lo, hsq_vf16 *hi)
@@ -113,6 +167,24 @@ static inline void qb8_q4_1(const uint8_t *b, __m256 v[4])
 	v[3] = qb8_u8(_mm_srli_si128(h, 8)) * d + m;
 }
 
+/* Q5_0 (see qb_q5_0): the fifth bits of values 8i..8i+7 are bits
+ * 8i..8i+7 of qh, moved to bit 4 of each 32-bit lane by a variable shift. */
+static inline void qb8_q5_0(const uint8_t *b, __m256 v[4])
+{
+	__m256 d = _mm256_set1_ps(qb_f16(b));
+	uint32_t qh = qb_u32(b + 2);
+	__m128i l, h;
+	qb8_nibbles(b + 6, &l, &h);
+	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), one = _mm256_set1_epi32(1),
+		      sixteen = _mm256_set1_epi32(16);
+	__m128i nib[4] = { l, _mm_srli_si128(l, 8), h, _mm_srli_si128(h, 8) };
+	for (int i = 0; i < 4; i++) {
+		__m256i bit = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)(qh >> 8 * i)), lane), one);
+		__m256i q = _mm256_or_si256(_mm256_cvtepu8_epi32(nib[i]), _mm256_slli_epi32(bit, 4));
+		v[i] = _mm256_cvtepi32_ps(_mm256_sub_epi32(q, sixteen)) * d;
+	}
+}
+
 static inline void qb8_q8_0(const uint8_t *b, __m256 v[4])
 {
 	__m256 d = _mm256_set1_ps(qb_f16(b));
@@ -138,6 +210,7 @@ static inline void qb8_store(const __m256 v[4], hsq_vf16 *lo, hsq_vf16 *hi)
 	}
 QB_FROM_QB8(q4_0)
 QB_FROM_QB8(q4_1)
+QB_FROM_QB8(q5_0)
 QB_FROM_QB8(q8_0)
 #undef QB_FROM_QB8
 #endif

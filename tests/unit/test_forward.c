@@ -11,6 +11,7 @@
 #include "fp16.h"
 #include "ggml_types.h"
 #include "hsq.h"
+#include "vec_f32.h"
 
 static float frand(unsigned *s)
 {
@@ -93,6 +94,10 @@ static void check_fused_type(uint32_t type, int block_bytes)
 					  type, b, t, r, y[t * ROWS + r], ref);
 				cr_assert(memcmp(&y[t * ROWS + r], &y1[r], 4) == 0, "type %u b=%d t=%d r=%d not batch-invariant",
 					  type, b, t, r);
+				/* and the dequantize-then-dot path's sum, bit for bit */
+				float dot = dot_f32(wf + r * COLS, x + t * COLS, COLS);
+				cr_assert(memcmp(&y1[r], &dot, 4) == 0, "type %u t=%d r=%d: %a, dot_f32 %a", type, t, r, y1[r],
+					  dot);
 			}
 		}
 	}
@@ -104,6 +109,7 @@ Test(backend, fused_quant_matmul_matches_dequant_for_every_batch_shape)
 {
 	check_fused_type(GGML_TYPE_Q4_0, 18);
 	check_fused_type(GGML_TYPE_Q4_1, 20);
+	check_fused_type(GGML_TYPE_Q5_0, 22); /* fused below 6 tokens, dequantized above */
 	check_fused_type(GGML_TYPE_Q8_0, 34);
 }
 

@@ -217,57 +217,93 @@ hsq_status hsq_orthonormalize_rows(double *q, int k, int n)
 	return HSQ_OK;
 }
 
-/* a = L L^T in place: L in the lower triangle, the upper set to 0. */
-static int cholesky_lower(double *a, int n)
+/* The factor below runs in O(n^3) once per block of 64 key positions
+ * when a head's keys are rounded against its queries: most of a
+ * compression at head_dim 256. Its loops run along rows, eight doubles at
+ * a time, and every element still sums its terms in the order of the
+ * textbook loops (k ascending), so the factor has the same bits as those
+ * loops: a vector lane does what the scalar loop did for its element. */
+typedef double vd8 __attribute__((vector_size(64)));
+
+/* y[i] -= x[i] * c, i < n. */
+static inline void sub_scaled(double *restrict y, const double *restrict x, double c, int n)
+{
+	int i = 0;
+	for (; i + 8 <= n; i += 8) {
+		vd8 a, b;
+		memcpy(&a, y + i, sizeof a);
+		memcpy(&b, x + i, sizeof b);
+		a -= b * c;
+		memcpy(y + i, &a, sizeof a);
+	}
+	for (; i < n; i++)
+		y[i] -= x[i] * c;
+}
+
+/* y[i] += x[i] * c, i < n. */
+static inline void add_scaled(double *restrict y, const double *restrict x, double c, int n)
+{
+	int i = 0;
+	for (; i + 8 <= n; i += 8) {
+		vd8 a, b;
+		memcpy(&a, y + i, sizeof a);
+		memcpy(&b, x + i, sizeof b);
+		a += b * c;
+		memcpy(y + i, &a, sizeof a);
+	}
+	for (; i < n; i++)
+		y[i] += x[i] * c;
+}
+
+/* a = L L^T in place for the symmetric a (its upper triangle is read):
+ * L^T in the upper triangle (row j holds column j of L), the lower set to
+ * 0. Left-looking: row j of a less the rows k < j, each scaled by L[j][k]. */
+static int cholesky_upper(double *a, int n)
 {
 	for (int j = 0; j < n; j++) {
-		double s = a[(size_t)j * n + j];
+		double *row = a + (size_t)j * n;
 		for (int k = 0; k < j; k++)
-			s -= a[(size_t)j * n + k] * a[(size_t)j * n + k];
+			sub_scaled(row + j, a + (size_t)k * n + j, a[(size_t)k * n + j], n - j);
+		double s = row[j];
 		if (!(s > 0.0))
 			return 0;
 		double ljj = sqrt(s);
-		a[(size_t)j * n + j] = ljj;
-		for (int i = j + 1; i < n; i++) {
-			double t = a[(size_t)i * n + j];
-			for (int k = 0; k < j; k++)
-				t -= a[(size_t)i * n + k] * a[(size_t)j * n + k];
-			a[(size_t)i * n + j] = t / ljj;
-		}
-		for (int i = 0; i < j; i++)
-			a[(size_t)i * n + j] = 0.0;
+		row[j] = ljj;
+		for (int i = j + 1; i < n; i++)
+			row[i] /= ljj;
+		memset(row, 0, (size_t)j * sizeof *row);
 	}
 	return 1;
 }
 
 hsq_status hsq_inverse_cholesky_upper(const double *w, int n, double *u, double *work)
 {
-	double *l = work;
-	memcpy(l, w, (size_t)n * n * sizeof *l);
-	if (!cholesky_lower(l, n))
+	double *lt = work; /* L^T, then w^-1, then the factor of w^-1 */
+	memcpy(lt, w, (size_t)n * n * sizeof *lt);
+	if (!cholesky_upper(lt, n))
 		return hsq_fail(HSQ_ERR_INVALID_ARG, "cholesky: the %dx%d matrix is not positive definite", n, n);
-	/* u <- L^-1 (lower), by forward substitution on each unit column. */
+	/* u <- L^-1 (lower), row by row by forward substitution: row i is
+	 * (e_i - sum over k < i of L[i][k] u[k]) / L[i][i]. */
 	memset(u, 0, (size_t)n * n * sizeof *u);
-	for (int c = 0; c < n; c++)
-		for (int i = c; i < n; i++) {
-			double t = i == c ? 1.0 : 0.0;
-			for (int k = c; k < i; k++)
-				t -= l[(size_t)i * n + k] * u[(size_t)k * n + c];
-			u[(size_t)i * n + c] = t / l[(size_t)i * n + i];
-		}
-	/* l <- w^-1 = L^-T L^-1, then its Cholesky factor, transposed. */
-	for (int i = 0; i < n; i++)
-		for (int j = 0; j <= i; j++) {
-			double t = 0.0;
-			for (int k = i; k < n; k++)
-				t += u[(size_t)k * n + i] * u[(size_t)k * n + j];
-			l[(size_t)i * n + j] = l[(size_t)j * n + i] = t;
-		}
-	if (!cholesky_lower(l, n))
+	for (int i = 0; i < n; i++) {
+		double *ui = u + (size_t)i * n;
+		ui[i] = 1.0;
+		for (int k = 0; k < i; k++)
+			sub_scaled(ui, u + (size_t)k * n, lt[(size_t)k * n + i], k + 1);
+		double lii = lt[(size_t)i * n + i];
+		for (int c = 0; c <= i; c++)
+			ui[c] /= lii;
+	}
+	/* lt <- w^-1 = L^-T L^-1 (its upper triangle): row j is the sum over
+	 * k >= j of u[k][j] u[k], then its Cholesky factor, transposed in
+	 * place: the upper triangular u. */
+	memset(lt, 0, (size_t)n * n * sizeof *lt);
+	for (int j = 0; j < n; j++)
+		for (int k = j; k < n; k++)
+			add_scaled(lt + (size_t)j * n + j, u + (size_t)k * n + j, u[(size_t)k * n + j], k - j + 1);
+	if (!cholesky_upper(lt, n))
 		return hsq_fail(HSQ_ERR_INVALID_ARG, "cholesky: the inverse of the %dx%d matrix is not positive definite",
 				n, n);
-	for (int i = 0; i < n; i++)
-		for (int j = 0; j < n; j++)
-			u[(size_t)i * n + j] = j >= i ? l[(size_t)j * n + i] : 0.0;
+	memcpy(u, lt, (size_t)n * n * sizeof *u);
 	return HSQ_OK;
 }

@@ -16,7 +16,8 @@ hsq_status hsq_sym_eigen(const double *a, int n, double *eval, double *evec);
 hsq_status hsq_orthonormalize_rows(double *q, int k, int n);
 
 /* u (n x n, upper triangular) with u^T u = w^-1, for the symmetric
- * positive definite w (n x n; not modified). work: n x n doubles. The
+ * positive definite w (n x n; its upper triangle is read, w is not
+ * modified). work: n x n doubles. The
  * factor GPTQ-style sequential rounding feeds each coordinate's error
  * forward with. HSQ_ERR_INVALID_ARG when w is not positive definite. */
 hsq_status hsq_inverse_cholesky_upper(const double *w, int n, double *u, double *work);

@@ -707,12 +707,45 @@ static void add_rotated_weight(const struct hsq_tiers *t, const rope_table *r, c
 	}
 }
 
-/* Rounding factors of head g of layer l for positions [0, n): one per
- * block, hd x hd floats each, into *out (grown as needed; *cap floats).
- * *have = 0 when the context holds no observation queries for the last
- * obs_window positions: the keys then round to the nearest levels. */
+/* One task per needed block of key_rounding: its factor from the
+ * queries' second moment s (hd x hd), into out + b * hd * hd. */
+typedef struct {
+	const struct hsq_tiers *t;
+	const rope_table *r;
+	const double *s;
+	const int32_t *blocks; /* [n_blocks] block indices */
+	int n;		       /* positions */
+	double *work;	       /* [threads][2 * hd * hd] */
+	float *out;
+	hsq_status *status; /* [n_blocks] */
+} rounding_job;
+
+static void rounding_task(void *arg, int task, int thread)
+{
+	const rounding_job *j = arg;
+	const struct hsq_tiers *t = j->t;
+	size_t dd = (size_t)t->head_dim * t->head_dim;
+	double *m = j->work + (size_t)thread * 2 * dd, *tmp = m + dd;
+	int b = j->blocks[task];
+	int p0 = b * KEY_ROUND_BLOCK, len = p0 + KEY_ROUND_BLOCK <= j->n ? KEY_ROUND_BLOCK : j->n - p0;
+	memset(m, 0, dd * sizeof *m);
+	for (int k = 0; k < KEY_ROUND_SAMPLES; k++)
+		add_rotated_weight(t, j->r, j->s, p0 + (int)(((double)k + 0.5) * len / KEY_ROUND_SAMPLES), tmp, m);
+	j->status[task] = codec_tq_rounding(t->c4, m, KEY_ROUND_DAMP, j->out + (size_t)b * dd);
+}
+
+/* Rounding factors of head g of layer l for the blocks of positions
+ * [0, n) that hold a token to encode (idx[0..m), or every position when
+ * idx is NULL): one per block, hd x hd floats each, into *out (grown as
+ * needed; *cap floats); the other blocks' factors are left unset, since
+ * an O(hd^3) factor per block is most of a compression (a sliding-window
+ * layer or an eviction method encodes a few blocks of thousands). The
+ * blocks run in parallel; each factor depends only on its block, so the
+ * codes do not depend on the thread count. *have = 0 when the context
+ * holds no observation queries for the last obs_window positions: the
+ * keys then round to the nearest levels. */
 static hsq_status key_rounding(const hsq_context *ctx, const struct hsq_tiers *t, int l, int g, const rope_table *r,
-			       int n, float **out, size_t *cap, int *have)
+			       int n, const int32_t *idx, int m, float **out, size_t *cap, int *have)
 {
 	int hd = t->head_dim, G = t->n_head / t->n_head_kv;
 	int n_obs = t->params.obs_window < n ? t->params.obs_window : n;
@@ -728,10 +761,18 @@ static hsq_status key_rounding(const hsq_context *ctx, const struct hsq_tiers *t
 		*out = u;
 		*cap = (size_t)nb * dd;
 	}
-	double *s = calloc(3 * dd, sizeof *s);
-	if (!s)
-		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the key rounding of %d tokens", n);
-	double *m = s + dd, *tmp = s + 2 * dd;
+	hsq_backend *be = ctx->backend;
+	int threads = be->ops->threads(be);
+	double *s = calloc(dd, sizeof *s);
+	double *work = malloc((size_t)threads * 2 * dd * sizeof *work);
+	uint8_t *need = calloc((size_t)nb, 1);
+	int32_t *blocks = malloc((size_t)nb * sizeof *blocks);
+	hsq_status *status = calloc((size_t)nb, sizeof *status);
+	hsq_status st = HSQ_OK;
+	if (!s || !work || !need || !blocks || !status) {
+		st = hsq_fail(HSQ_ERR_NOMEM, "out of memory for the key rounding of %d tokens", n);
+		goto done;
+	}
 	for (int o = n - n_obs; o < n; o++) {
 		const float *qrow = ctx->obs_q + ((size_t)l * HSQ_OBS_MAX + (size_t)(o % HSQ_OBS_MAX)) * qw;
 		for (int hq = g * G; hq < (g + 1) * G; hq++) {
@@ -741,15 +782,25 @@ static hsq_status key_rounding(const hsq_context *ctx, const struct hsq_tiers *t
 					s[(size_t)a * hd + b] += (double)q[a] * q[b];
 		}
 	}
-	hsq_status st = HSQ_OK;
-	for (int b = 0; b < nb && !st; b++) {
-		int p0 = b * KEY_ROUND_BLOCK, len = p0 + KEY_ROUND_BLOCK <= n ? KEY_ROUND_BLOCK : n - p0;
-		memset(m, 0, dd * sizeof *m);
-		for (int k = 0; k < KEY_ROUND_SAMPLES; k++)
-			add_rotated_weight(t, r, s, p0 + (int)(((double)k + 0.5) * len / KEY_ROUND_SAMPLES), tmp, m);
-		st = codec_tq_rounding(t->c4, m, KEY_ROUND_DAMP, *out + (size_t)b * dd);
-	}
+	int n_need = 0;
+	if (idx)
+		for (int i = 0; i < m; i++)
+			need[idx[i] / KEY_ROUND_BLOCK] = 1;
+	for (int b = 0; b < nb; b++)
+		if (!idx || need[b])
+			blocks[n_need++] = b;
+	rounding_job j = { t, r, s, blocks, n, work, *out, status };
+	be->ops->parallel(be, n_need, rounding_task, &j);
+	for (int b = 0; b < n_need && !st; b++)
+		st = status[b];
+	if (st) /* the workers' messages stay on their threads */
+		st = hsq_fail(st, "the key rounding factors of layer %d head %d could not be computed (a weight is not positive definite)", l, g);
+done:
 	free(s);
+	free(work);
+	free(need);
+	free(blocks);
+	free(status);
 	*have = !st;
 	return st;
 }
@@ -978,15 +1029,16 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 			tier_head *h = &L->heads[g];
 			const float *kg = k_pre + (size_t)g * hd, *vg = v + (size_t)g * hd;
 			int have_kr = 0;
-			if (p->key_rounding == HSQ_KEY_ROUNDING_QUERY &&
-			    (st = key_rounding(ctx, t, l, g, R, n, &kr_buf, &kr_cap, &have_kr)))
-				goto done;
-			const float *kr = have_kr ? kr_buf : NULL;
-			rounded_by_query |= have_kr;
+			const float *kr = NULL;
 			if (L->window) { /* sliding-window layer: only its window, in L1 */
 				int first = n > L->window ? n - L->window : 0, m = n - first;
 				for (int i = 0; i < m; i++)
 					idx[i] = first + i;
+				if (p->key_rounding == HSQ_KEY_ROUNDING_QUERY &&
+				    (st = key_rounding(ctx, t, l, g, R, n, idx, m, &kr_buf, &kr_cap, &have_kr)))
+					goto done;
+				kr = have_kr ? kr_buf : NULL;
+				rounded_by_query |= have_kr;
 				if ((st = encode_pairs(t, h, kg, vg, kvw, m, idx, kr, codes)) ||
 				    (st = tiers_head_add_l1(t, l, h, m, idx, codes, NULL)))
 					goto done;
@@ -1030,6 +1082,14 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 				else
 					rest[m++] = i;
 			}
+			/* quant and hsq encode every token (L1 or L3); the eviction
+			 * modes only L1's */
+			int evicts = t->mode == HSQ_MODE_STREAMING || t->mode == HSQ_MODE_SNAPKV;
+			if (p->key_rounding == HSQ_KEY_ROUNDING_QUERY &&
+			    (st = key_rounding(ctx, t, l, g, R, n, evicts ? idx : NULL, n1, &kr_buf, &kr_cap, &have_kr)))
+				goto done;
+			kr = have_kr ? kr_buf : NULL;
+			rounded_by_query |= have_kr;
 			if ((st = encode_pairs(t, h, kg, vg, kvw, n1, idx, kr, codes)) ||
 			    (st = tiers_head_add_l1(t, l, h, n1, idx, codes, NULL)))
 				goto done;

@@ -63,8 +63,10 @@ static void put_d(float *y, vi8 q, float d)
 #else
 #ifdef __AVX512F__
 /* gcc 12 widens a signed byte vector a byte at a time through general
- * registers here too (Q5_0 and Q6_K decode at 9-11 GFLOP/s, bench/matmul);
- * the intrinsic is one vpmovsxbd. Same values. */
+ * registers here too; the intrinsic is one vpmovsxbd. Same values. It
+ * made no measurable difference to this dequantize-to-scratch path
+ * (bench/matmul, Q5_0 one token: 8.1-8.5 against 8.5 GFLOP/s): the
+ * fused kernels, not this, are what sped up Q5_0 and Q8_0. */
 #include <immintrin.h>
 static void put_d(float *y, vi8 q, float d)
 {

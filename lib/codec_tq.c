@@ -24,6 +24,7 @@
 #include "linalg.h"
 #include "lloyd_max.h"
 #include "rng.h"
+#include "vec_f32.h"
 
 typedef struct tq_impl {
 	hsq_rotation *rot;
@@ -217,19 +218,10 @@ hsq_status codec_tq_encode_weighted(const hsq_codec *c, const float *x, const fl
 		codec_count_below(&y[j], 1, im->cb->threshold, im->cb->n - 1, &idx[j]);
 		const float *uj = u + (size_t)j * d;
 		float err = (y[j] - im->cb->level[idx[j]]) / uj[j];
-		/* eight lanes at a time (each element as the scalar loop; gcc -O2
-		 * leaves that loop scalar): d^2 per key, most of encoding one */
-		int k = j + 1;
-		for (; k + 8 <= d; k += 8) {
-			typedef float vf8 __attribute__((vector_size(32)));
-			vf8 a, b;
-			memcpy(&a, y + k, sizeof a);
-			memcpy(&b, uj + k, sizeof b);
-			a -= b * err;
-			memcpy(y + k, &a, sizeof a);
-		}
-		for (; k < d; k++)
-			y[k] -= err * uj[k];
+		/* y[k] -= err * u[j][k] for k > j, vectorized (gcc -O2 leaves the
+		 * scalar loop scalar): d^2 per key, most of encoding one. Each
+		 * element as the scalar loop: y + (-err) u is y - err u exactly. */
+		axpy_f32(y + j + 1, -err, uj + j + 1, d - j - 1);
 	}
 	hsq_codec_pack_code(c, side, idx, code);
 	return HSQ_OK;

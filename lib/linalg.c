@@ -225,22 +225,8 @@ hsq_status hsq_orthonormalize_rows(double *q, int k, int n)
  * loops: a vector lane does what the scalar loop did for its element. */
 typedef double vd8 __attribute__((vector_size(64)));
 
-/* y[i] -= x[i] * c, i < n. */
-static inline void sub_scaled(double *restrict y, const double *restrict x, double c, int n)
-{
-	int i = 0;
-	for (; i + 8 <= n; i += 8) {
-		vd8 a, b;
-		memcpy(&a, y + i, sizeof a);
-		memcpy(&b, x + i, sizeof b);
-		a -= b * c;
-		memcpy(y + i, &a, sizeof a);
-	}
-	for (; i < n; i++)
-		y[i] -= x[i] * c;
-}
-
-/* y[i] += x[i] * c, i < n. */
+/* y[i] += x[i] * c, i < n. Called with -c to subtract: y + x (-c) rounds
+ * exactly as y - x c. */
 static inline void add_scaled(double *restrict y, const double *restrict x, double c, int n)
 {
 	int i = 0;
@@ -263,7 +249,7 @@ static int cholesky_upper(double *a, int n)
 	for (int j = 0; j < n; j++) {
 		double *row = a + (size_t)j * n;
 		for (int k = 0; k < j; k++)
-			sub_scaled(row + j, a + (size_t)k * n + j, a[(size_t)k * n + j], n - j);
+			add_scaled(row + j, a + (size_t)k * n + j, -a[(size_t)k * n + j], n - j);
 		double s = row[j];
 		if (!(s > 0.0))
 			return 0;
@@ -289,7 +275,7 @@ hsq_status hsq_inverse_cholesky_upper(const double *w, int n, double *u, double 
 		double *ui = u + (size_t)i * n;
 		ui[i] = 1.0;
 		for (int k = 0; k < i; k++)
-			sub_scaled(ui, u + (size_t)k * n, lt[(size_t)k * n + i], k + 1);
+			add_scaled(ui, u + (size_t)k * n, -lt[(size_t)k * n + i], k + 1);
 		double lii = lt[(size_t)i * n + i];
 		for (int c = 0; c <= i; c++)
 			ui[c] /= lii;

@@ -28,9 +28,18 @@
 #define ROWS_PER_TASK 16
 #define MAX_THREADS 256
 /* Queries of one blocked attention task (tokens x the query heads of one
- * KV head), which share each load of a key row; a multiple of 4, the
- * queries that share each load of a value row (attn_values). */
-#define ATTN_MAXQ 12
+ * KV head), which share each load of a key row; a multiple of 8 and of 4,
+ * the queries that share each load of a value row (attn_values). At long
+ * context the K and V rows stream from the last-level cache once per
+ * task, so more queries a task means fewer passes over them. */
+#define ATTN_MAXQ 24
+/* Queries per value-row load: 8 where 8 accumulators of 16 lanes fit the
+ * registers (AVX-512, 32 of them), 4 on AVX2 (16 of 8 lanes, 2 a query). */
+#ifdef HSQ_CPU_AVX2
+#define ATTN_VALUES_Q 4
+#else
+#define ATTN_VALUES_Q 8
+#endif
 
 typedef struct cpu_backend {
 	hsq_backend base;
@@ -99,6 +108,7 @@ static void tile_4x1(const float *w, int ldw, const float *x, int n, float *y)
 	int k = 0;
 	for (; k + 16 <= n; k += 16) {
 		vf16 xv = load16(x + k);
+#pragma GCC unroll 4
 		for (int r = 0; r < 4; r++)
 			acc[r] += load16(w + (size_t)r * ldw + k) * xv;
 	}
@@ -118,15 +128,22 @@ static void tile_4x4q(const float *k, int ldk, const float *const *q, int n, flo
 			tile_2x2q8(k, ldk, q, n, s, r0, i0);
 	return;
 #endif
+	/* unrolled completely, or gcc 12 keeps kv and acc on the stack (a
+	 * store after every FMA: half of a long prefill's attention, seen
+	 * with perf annotate) */
 	vf16 acc[4][4] = { { { 0 } } };
 	int d = 0;
 	for (; d + 16 <= n; d += 16) {
 		vf16 kv[4], qv[4];
+#pragma GCC unroll 4
 		for (int r = 0; r < 4; r++)
 			kv[r] = load16(k + (size_t)r * ldk + d);
+#pragma GCC unroll 4
 		for (int i = 0; i < 4; i++)
 			qv[i] = load16(q[i] + d);
+#pragma GCC unroll 4
 		for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
 			for (int r = 0; r < 4; r++)
 				acc[i][r] += kv[r] * qv[i];
 	}
@@ -457,8 +474,9 @@ static void attn_task(void *arg, int task, int thread)
 	}
 }
 
-/* out[i] = sum over p < n[i] of w[i][p] * v_p for Q queries (Q = 1 or 4,
- * a constant after inlining, so the accumulators stay in registers)
+/* out[i] = sum over p < n[i] of w[i][p] * v_p for Q queries (Q = 1, 4 or
+ * ATTN_VALUES_Q, a constant after inlining, so the accumulators stay in
+ * registers)
  * sharing one load of each value row; each query's sum in position order. */
 static inline __attribute__((always_inline)) void attn_values(const float *vb, size_t kvw, int hd,
 							      float *const *w, const int *n, float *const *out,
@@ -474,17 +492,17 @@ static inline __attribute__((always_inline)) void attn_values(const float *vb, s
 	d0 = attn_values8(vb, kvw, hd, w, n, out, Q, n_min, n_max);
 #endif
 	for (; d0 + 16 <= hd; d0 += 16) {
-		vf16 acc[4] = { { 0 } };
+		vf16 acc[ATTN_VALUES_Q] = { { 0 } };
 		int p = 0;
 		for (; p < n_min; p++) {
 			vf16 v = load16(vb + (size_t)p * kvw + d0);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 			for (int i = 0; i < Q; i++)
 				acc[i] += w[i][p] * v;
 		}
 		for (; p < n_max; p++) {
 			vf16 v = load16(vb + (size_t)p * kvw + d0);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 			for (int i = 0; i < Q; i++)
 				if (p < n[i])
 					acc[i] += w[i][p] * v;
@@ -551,8 +569,12 @@ static void attn_block_task(void *arg, int task, int thread)
 			s[i][p] = dot_f32(q[i], kb + (size_t)p * kvw, hd);
 		softmax_weights(s[i], n[i], j->scale);
 	}
-	/* values: 4 queries at a time, then the rest one by one */
+	/* values: ATTN_VALUES_Q queries at a time, then 4, then one by one */
 	int i = 0;
+#if ATTN_VALUES_Q == 8
+	for (; i + 8 <= m; i += 8)
+		attn_values(vb, kvw, hd, s + i, n + i, out + i, 8);
+#endif
 	for (; i + 4 <= m; i += 4)
 		attn_values(vb, kvw, hd, s + i, n + i, out + i, 4);
 	for (; i < m; i++)

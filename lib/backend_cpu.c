@@ -35,6 +35,9 @@
 #define ATTN_MAXQ 24
 /* Queries per value-row load: 8 where 8 accumulators of 16 lanes fit the
  * registers (AVX-512, 32 of them), 4 on AVX2 (16 of 8 lanes, 2 a query). */
+/* Value rows a blocked task's query groups pass over in turn: 64 KiB
+ * of them, 64 rows at head_dim 256, well inside L2. */
+#define ATTN_VCHUNK_BYTES 65536
 #ifdef HSQ_CPU_AVX2
 #define ATTN_VALUES_Q 4
 #else
@@ -453,7 +456,7 @@ static void attn_task(void *arg, int task, int thread)
 	int d0 = 0;
 #ifdef HSQ_CPU_AVX2
 	if (run == n) /* one contiguous run of rows: the blocked task's kernel */
-		d0 = attn_values8(vb + (size_t)r0 * kvw, kvw, hd, &s, &n, &out, 1, n, n);
+		d0 = attn_values8(vb + (size_t)r0 * kvw, kvw, hd, &s, &n, &out, 1, n, n, 0, n, 1);
 #endif
 	/* 16-lane blocks of the output accumulate in registers over positions */
 	for (; d0 + 16 <= hd; d0 += 16) {
@@ -476,31 +479,38 @@ static void attn_task(void *arg, int task, int thread)
 
 /* out[i] = sum over p < n[i] of w[i][p] * v_p for Q queries (Q = 1, 4 or
  * ATTN_VALUES_Q, a constant after inlining, so the accumulators stay in
- * registers)
- * sharing one load of each value row; each query's sum in position order. */
+ * registers) sharing one load of each value row; each query's sum in
+ * position order. One call adds the rows p0 <= p < p1 (first: the call
+ * with p0 = 0, which starts the sums); between calls a sum waits in
+ * out[i], stored and reloaded exactly, so a run of calls over consecutive
+ * ranges gives the bits of one call over them all. */
 static inline __attribute__((always_inline)) void attn_values(const float *vb, size_t kvw, int hd,
 							      float *const *w, const int *n, float *const *out,
-							      const int Q)
+							      const int Q, int p0, int p1, int first)
 {
 	int n_min = n[0], n_max = n[0];
 	for (int i = 1; i < Q; i++) {
 		n_min = n[i] < n_min ? n[i] : n_min;
 		n_max = n[i] > n_max ? n[i] : n_max;
 	}
+	int lo = n_min < p1 ? n_min : p1, hi = n_max < p1 ? n_max : p1;
 	int d0 = 0;
 #ifdef HSQ_CPU_AVX2
-	d0 = attn_values8(vb, kvw, hd, w, n, out, Q, n_min, n_max);
+	d0 = attn_values8(vb, kvw, hd, w, n, out, Q, n_min, n_max, p0, p1, first);
 #endif
 	for (; d0 + 16 <= hd; d0 += 16) {
 		vf16 acc[ATTN_VALUES_Q] = { { 0 } };
-		int p = 0;
-		for (; p < n_min; p++) {
+		if (!first)
+			for (int i = 0; i < Q; i++)
+				acc[i] = load16(out[i] + d0);
+		int p = p0;
+		for (; p < lo; p++) {
 			vf16 v = load16(vb + (size_t)p * kvw + d0);
 #pragma GCC unroll 8
 			for (int i = 0; i < Q; i++)
 				acc[i] += w[i][p] * v;
 		}
-		for (; p < n_max; p++) {
+		for (; p < hi; p++) {
 			vf16 v = load16(vb + (size_t)p * kvw + d0);
 #pragma GCC unroll 8
 			for (int i = 0; i < Q; i++)
@@ -512,8 +522,8 @@ static inline __attribute__((always_inline)) void attn_values(const float *vb, s
 	}
 	for (int i = 0; i < Q; i++)
 		for (int d = d0; d < hd; d++) {
-			float o = 0.0f;
-			for (int p = 0; p < n[i]; p++)
+			float o = first ? 0.0f : out[i][d];
+			for (int p = p0; p < n[i] && p < p1; p++)
 				o += w[i][p] * vb[(size_t)p * kvw + d];
 			out[i][d] = o;
 		}
@@ -569,16 +579,24 @@ static void attn_block_task(void *arg, int task, int thread)
 			s[i][p] = dot_f32(q[i], kb + (size_t)p * kvw, hd);
 		softmax_weights(s[i], n[i], j->scale);
 	}
-	/* values: ATTN_VALUES_Q queries at a time, then 4, then one by one */
-	int i = 0;
+	/* values: ATTN_VALUES_Q queries at a time, then 4, then one by one,
+	 * over a chunk of rows that stays in L2 while every group passes over
+	 * it (the V stream from the last-level cache once per task, not once
+	 * per group); the sums carry over between chunks in out */
+	int chunk = ATTN_VCHUNK_BYTES / (hd * (int)sizeof(float));
+	chunk = chunk < 16 ? 16 : chunk;
+	for (int p0 = 0; p0 < n_max; p0 += chunk) {
+		int p1 = n_max - p0 < chunk ? n_max : p0 + chunk, first = p0 == 0;
+		int i = 0;
 #if ATTN_VALUES_Q == 8
-	for (; i + 8 <= m; i += 8)
-		attn_values(vb, kvw, hd, s + i, n + i, out + i, 8);
+		for (; i + 8 <= m; i += 8)
+			attn_values(vb, kvw, hd, s + i, n + i, out + i, 8, p0, p1, first);
 #endif
-	for (; i + 4 <= m; i += 4)
-		attn_values(vb, kvw, hd, s + i, n + i, out + i, 4);
-	for (; i < m; i++)
-		attn_values(vb, kvw, hd, s + i, n + i, out + i, 1);
+		for (; i + 4 <= m; i += 4)
+			attn_values(vb, kvw, hd, s + i, n + i, out + i, 4, p0, p1, first);
+		for (; i < m; i++)
+			attn_values(vb, kvw, hd, s + i, n + i, out + i, 1, p0, p1, first);
+	}
 }
 
 static void cpu_attention(hsq_backend *be, const float *q, const float *k_cache, const float *v_cache, int cap,

@@ -88,19 +88,24 @@ static inline void tile_2x2q8(const float *k, int ldk, const float *const *q, in
 }
 
 /* attn_values' 16-lane blocks (d0 = 0, 16, ... below hd) for Q queries:
- * out[i][d0..d0+15] = sum over p < n[i] of w[i][p] * v_p, in position
- * order, each block a pair of 8-lane accumulators per query. */
+ * out[i][d0..d0+15] += sum over p0 <= p < min(p1, n[i]) of w[i][p] * v_p
+ * (= instead of += when first), in position order, each block a pair of
+ * 8-lane accumulators per query. */
 static inline __attribute__((always_inline)) int attn_values8(const float *vb, size_t kvw, int hd,
 							      float *const *w, const int *n, float *const *out,
-							      const int Q, int n_min, int n_max)
+							      const int Q, int n_min, int n_max, int p0, int p1,
+							      int first)
 {
+	int lo = n_min < p1 ? n_min : p1, hi = n_max < p1 ? n_max : p1;
 	int d0 = 0;
 	for (; d0 + 16 <= hd; d0 += 16) {
 		__m256 acc[4][2];
-		for (int i = 0; i < Q; i++)
-			acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-		int p = 0;
-		for (; p < n_min; p++) {
+		for (int i = 0; i < Q; i++) {
+			acc[i][0] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out[i] + d0);
+			acc[i][1] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out[i] + d0 + 8);
+		}
+		int p = p0;
+		for (; p < lo; p++) {
 			const float *row = vb + (size_t)p * kvw + d0;
 			__m256 v0 = _mm256_loadu_ps(row), v1 = _mm256_loadu_ps(row + 8);
 #pragma GCC unroll 4
@@ -110,7 +115,7 @@ static inline __attribute__((always_inline)) int attn_values8(const float *vb, s
 				acc[i][1] += wi * v1;
 			}
 		}
-		for (; p < n_max; p++) {
+		for (; p < hi; p++) {
 			const float *row = vb + (size_t)p * kvw + d0;
 			__m256 v0 = _mm256_loadu_ps(row), v1 = _mm256_loadu_ps(row + 8);
 #pragma GCC unroll 4

@@ -529,6 +529,85 @@ static inline __attribute__((always_inline)) void attn_values(const float *vb, s
 		}
 }
 
+/* Scores of Q queries (Q = rep, at most ATTN_MAXQ) against the rows
+ * p0..p1-1 of the keys at kb (row r at kb + r * kvw) into s[i][o + p - p0]:
+ * 4 keys x 4 queries at a time, then 4 keys x 1 query, then one key at a
+ * time, as attn_task does for each query (tile_4x4q equals tile_4x1 and
+ * dot_f32 bit for bit). */
+static void heads_scores(const float *kb, size_t kvw, int hd, const float *const *q, int Q, int p0, int p1,
+			 float *const *s, int o)
+{
+	int p = p0;
+	for (; p + 4 <= p1; p += 4) {
+		const float *k4 = kb + (size_t)p * kvw;
+		int i = 0;
+		for (; i + 4 <= Q; i += 4) {
+			float *s4[4] = { s[i] + o + p - p0, s[i + 1] + o + p - p0, s[i + 2] + o + p - p0,
+					 s[i + 3] + o + p - p0 };
+			tile_4x4q(k4, (int)kvw, q + i, hd, s4);
+		}
+		for (; i < Q; i++)
+			tile_4x1(k4, (int)kvw, q[i], hd, s[i] + o + p - p0);
+	}
+	for (; p < p1; p++)
+		for (int i = 0; i < Q; i++)
+			s[i][o + p - p0] = dot_f32(q[i], kb + (size_t)p * kvw, hd);
+}
+
+/* Sliding-window layers in a batch: the query heads that share a KV head
+ * see the same window of one token, the same rows of the ring, so one
+ * task per (token, KV head) scores them 4 at a time and sums the values
+ * 4 (or ATTN_VALUES_Q) at a time, each value row loaded once for all of
+ * them where attn_task loads it once per head. Each query's sums run in
+ * attn_task's order over the one or two runs of the ring, so the results
+ * are attn_task's bit for bit (test_forward,
+ * window_attention_is_batch_invariant). */
+static void attn_heads_task(void *arg, int task, int thread)
+{
+	const attn_job *j = arg;
+	int hd = j->head_dim, rep = j->n_head / j->n_head_kv;
+	int t = task / j->n_head_kv, g = task % j->n_head_kv;
+	size_t kvw = (size_t)j->n_head_kv * hd;
+	const float *kb = j->k + (size_t)g * hd, *vb = j->v + (size_t)g * hd;
+	const float *q[ATTN_MAXQ] = { 0 };
+	float *out[ATTN_MAXQ] = { 0 }, *s[ATTN_MAXQ] = { 0 }, *s2[ATTN_MAXQ] = { 0 };
+	int first = j->window && j->pos[t] + 1 > j->window ? j->pos[t] + 1 - j->window : 0;
+	int n = j->pos[t] + 1 - first, cap = j->cap;
+	int r0 = first % cap, run = cap - r0 < n ? cap - r0 : n;
+	int nn[ATTN_MAXQ], n2[ATTN_MAXQ];
+	for (int i = 0; i < rep; i++) {
+		size_t at = ((size_t)t * j->n_head + (size_t)g * rep + i) * hd;
+		q[i] = j->q + at;
+		out[i] = j->out + at;
+		s[i] = j->cb->scores + ((size_t)thread * ATTN_MAXQ + i) * j->cb->n_ctx;
+		s2[i] = s[i] + run;
+		nn[i] = run;
+		n2[i] = n - run;
+	}
+	/* positions first..pos[t]: rows r0..r0+run-1, then 0..n-run-1 */
+	heads_scores(kb, kvw, hd, q, rep, r0, r0 + run, s, 0);
+	heads_scores(kb, kvw, hd, q, rep, 0, n - run, s, run);
+	for (int i = 0; i < rep; i++)
+		softmax_weights(s[i], n, j->scale);
+	for (int part = 0; part < 2; part++) {
+		const float *rows = part ? vb : vb + (size_t)r0 * kvw;
+		float *const *w = part ? s2 : s;
+		const int *np = part ? n2 : nn;
+		int len = part ? n - run : run;
+		if (part && len == 0)
+			break;
+		int i = 0;
+#if ATTN_VALUES_Q == 8
+		for (; i + 8 <= rep; i += 8)
+			attn_values(rows, kvw, hd, w + i, np + i, out + i, 8, 0, len, !part);
+#endif
+		for (; i + 4 <= rep; i += 4)
+			attn_values(rows, kvw, hd, w + i, np + i, out + i, 4, 0, len, !part);
+		for (; i < rep; i++)
+			attn_values(rows, kvw, hd, w + i, np + i, out + i, 1, 0, len, !part);
+	}
+}
+
 /* The same attention for a block of tokens and one KV head, in global
  * layers (positions 0..pos[t] are rows 0..pos[t]): each key row is loaded
  * once for all the block's queries (its tokens times the query heads
@@ -612,8 +691,14 @@ static void cpu_attention(hsq_backend *be, const float *q, const float *k_cache,
 	int blocked = !window && tok_block >= 2 && n_tok >= 2;
 	for (int t = 0; blocked && t < n_tok; t++)
 		blocked = pos[t] >= 0 && pos[t] < cap && pos[t] < cb->n_ctx;
+	/* a sliding-window layer's batch: the heads of a KV head together (one
+	 * token alone, decode, keeps attn_task: the same bits, and its tasks
+	 * spread over more threads) */
+	int heads = window && n_tok >= 2 && rep >= 2 && rep <= ATTN_MAXQ;
 	if (blocked)
 		pool_run(cb->pool, n_head_kv * ((n_tok + tok_block - 1) / tok_block), attn_block_task, &j);
+	else if (heads)
+		pool_run(cb->pool, n_tok * n_head_kv, attn_heads_task, &j);
 	else
 		pool_run(cb->pool, n_tok * n_head, attn_task, &j);
 }

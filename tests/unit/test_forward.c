@@ -177,6 +177,67 @@ Test(backend, attention_matches_naive_causal_gqa_and_window)
 	be->ops->destroy(be);
 }
 
+/* Sliding-window layers with several tokens score and sum the query heads
+ * of a KV head together (attn_heads_task): bit-identical to one token at a
+ * time over the same ring, whose windows here wrap around its end, and
+ * close to the naive reference, for 1 to 13 heads a KV head, with and
+ * without a tail of 16 lanes. */
+Test(backend, window_attention_is_batch_invariant)
+{
+	enum { NT = 6, W = 7, CAP = W + NT, P0 = 22, MAXH = 13, MAXHD = 72 };
+	static const int shapes[][3] = { /* n_head, n_head_kv, head_dim */
+		{ 8, 2, 72 }, { 9, 3, 64 }, { 6, 1, 16 }, { 13, 1, 20 }, { 2, 2, 16 }, { 4, 1, 256 },
+	};
+	hsq_backend *be;
+	cr_assert_eq(backend_cpu_new(2, &be), HSQ_OK);
+	hsq_model fake = { 0 };
+	fake.info.n_embd = MAXH * 256; fake.info.n_ff = MAXH * 256; fake.info.n_head = MAXH;
+	fake.info.head_dim = 256;
+	cr_assert_eq(be->ops->prepare(be, &fake, P0 + NT), HSQ_OK);
+	size_t nq = (size_t)NT * MAXH * 256, nkv = (size_t)CAP * MAXH * 256;
+	float *q = malloc(nq * 4), *k = malloc(nkv * 4), *v = malloc(nkv * 4);
+	float *out = malloc(nq * 4), *one = malloc(MAXH * 256 * 4);
+	unsigned s = 5;
+	for (size_t i = 0; i < nq; i++) q[i] = frand(&s) * 2;
+	for (size_t i = 0; i < nkv; i++) { k[i] = frand(&s) * 2; v[i] = frand(&s); }
+	int pos[NT];
+	for (int t = 0; t < NT; t++) pos[t] = P0 + t; /* row p % CAP: the last windows wrap */
+	for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+		int nh = shapes[c][0], nkvh = shapes[c][1], hd = shapes[c][2];
+		float sc = 1.0f / sqrtf((float)hd);
+		be->ops->attention(be, q, k, v, CAP, pos, NT, nh, nkvh, hd, W, sc, out);
+		for (int t = 0; t < NT; t++) {
+			be->ops->attention(be, q + (size_t)t * nh * hd, k, v, CAP, &pos[t], 1, nh, nkvh, hd, W, sc, one);
+			cr_assert(memcmp(out + (size_t)t * nh * hd, one, (size_t)nh * hd * 4) == 0,
+				  "shape %zu token %d: the batch differs from one token at a time", c, t);
+			for (int h = 0; h < nh; h++) { /* naive, over positions pos - W + 1 .. pos */
+				int g = h / (nh / nkvh);
+				double sco[W], mx = -1e300, sum = 0;
+				for (int p = 0; p < W; p++) {
+					size_t row = (size_t)((pos[t] - W + 1 + p) % CAP);
+					double d = 0;
+					for (int i = 0; i < hd; i++)
+						d += (double)q[((size_t)t * nh + h) * hd + i] * k[(row * nkvh + g) * hd + i];
+					sco[p] = d * sc;
+					mx = fmax(mx, sco[p]);
+				}
+				for (int p = 0; p < W; p++)
+					sum += sco[p] = exp(sco[p] - mx);
+				for (int i = 0; i < hd; i++) {
+					double o = 0;
+					for (int p = 0; p < W; p++) {
+						size_t row = (size_t)((pos[t] - W + 1 + p) % CAP);
+						o += sco[p] / sum * v[(row * nkvh + g) * hd + i];
+					}
+					cr_assert(fabs(one[h * hd + i] - o) < 1e-5, "shape %zu t=%d h=%d i=%d", c, t, h, i);
+				}
+			}
+		}
+	}
+	be->ops->destroy(be);
+	free(q); free(k); free(v); free(out); free(one);
+}
+
 /* Global layers with several tokens run blocked (a block of tokens per KV
  * head, backend_cpu.c): bit-identical to one token at a time, and close to
  * the naive reference, for GQA ratios below, at and above the block's 12

@@ -9,8 +9,13 @@ number, so: perplexity = exp(mean over documents of log ppl) (the pooled
 NLL), agreement = mean, decode tok/s = documents / sum of 1/rate (total
 steps over total time), recall = mean of the documents' recall; the
 per-layer recall is the document-weighted mean of each run's line.
-A document that appears in two outputs is an error (exit 2)."""
+A document is named by the directory its output is in and the name the
+output gives it (sets of samples whose files share names, sample-00.txt
+and on, are kept apart by keeping each set's outputs in a directory of
+its own); a document that appears twice under one name is an error
+(exit 2)."""
 import math
+import os
 import re
 import sys
 
@@ -31,6 +36,7 @@ def main(paths):
         n_here = set()
         per_layer = None
         n_gen = 0
+        where = os.path.basename(os.path.dirname(os.path.abspath(path)))
         with open(path, encoding="utf-8") as f:
             for line in f:
                 line = line.rstrip("\n")
@@ -39,7 +45,7 @@ def main(paths):
                     n_gen = int(h.group(1))
                 m = ROW.match(line)
                 if m:
-                    doc, mode = m.group(1), m.group(2)
+                    doc, mode = f"{where}/{m.group(1)}", m.group(2)
                     if (doc, mode) in rows:
                         sys.stderr.write(f"tiers_pool: {path}: {doc} {mode} is in an earlier output too\n")
                         return 2
@@ -55,7 +61,7 @@ def main(paths):
                     continue
                 m = SNAP.match(line)
                 if m:
-                    snaps[m.group(1)] = (float(m.group(2)), float(m.group(3)), float(m.group(4)),
+                    snaps[f"{where}/{m.group(1)}"] = (float(m.group(2)), float(m.group(3)), float(m.group(4)),
                                          float(m.group(5)))
                 elif line.startswith("recall per layer:"):
                     per_layer = [float(x) for x in line.split(":", 1)[1].split()]

@@ -33,11 +33,11 @@
  * context the K and V rows stream from the last-level cache once per
  * task, so more queries a task means fewer passes over them. */
 #define ATTN_MAXQ 24
-/* Queries per value-row load: 8 where 8 accumulators of 16 lanes fit the
- * registers (AVX-512, 32 of them), 4 on AVX2 (16 of 8 lanes, 2 a query). */
 /* Value rows a blocked task's query groups pass over in turn: 64 KiB
  * of them, 64 rows at head_dim 256, well inside L2. */
 #define ATTN_VCHUNK_BYTES 65536
+/* Queries per value-row load: 8 where 8 accumulators of 16 lanes fit the
+ * registers (AVX-512, 32 of them), 4 on AVX2 (16 of 8 lanes, 2 a query). */
 #ifdef HSQ_CPU_AVX2
 #define ATTN_VALUES_Q 4
 #else

@@ -132,8 +132,7 @@ static void tile_4x4q(const float *k, int ldk, const float *const *q, int n, flo
 	return;
 #endif
 	/* unrolled completely, or gcc 12 keeps kv and acc on the stack (a
-	 * store after every FMA: half of a long prefill's attention, seen
-	 * with perf annotate) */
+	 * store after every FMA, seen with perf annotate) */
 	vf16 acc[4][4] = { { { 0 } } };
 	int d = 0;
 	for (; d + 16 <= n; d += 16) {

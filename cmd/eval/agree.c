@@ -27,6 +27,7 @@ static const cli_option options[] = {
 	{ "context", 0, "N", "context tokens per document (default 2048)", OPT_CONTEXT },
 	{ "generate", 0, "M", "tokens full generates and the others are compared on (default 256)", OPT_GENERATE },
 	{ "join", 0, NULL, "concatenate the files and cut them into samples of N tokens", OPT_JOIN },
+	EVAL_JOBS_OPTION,
 	EVAL_COMMON_OPTIONS,
 	{ 0 },
 };
@@ -436,9 +437,14 @@ int eval_agree(int argc, char **argv)
 	int n_done = eval_doc_records(&L, &A.D, done);
 	if (n_done)
 		eval_progress(&o.c, "%d document%s in %s already", n_done, n_done == 1 ? " is" : "s are", L.path);
-	for (int d = 0; d < A.D.n; d++)
-		if (A.D.docs[d].toks && !done[d])
-			run_doc(&A, &L, d);
+	int job = eval_jobs_fork(&o.c, &A.R, &L);
+	if (job >= 0) {
+		int rank = 0;
+		for (int d = 0; d < A.D.n; d++)
+			if (A.D.docs[d].toks && !done[d] && rank++ % o.c.jobs == job)
+				run_doc(&A, &L, d);
+		eval_jobs_done(&o.c, &A.R, &L);
+	}
 
 	summary S = { .o = &o, .D = &A.D, .config = config, .model = A.R.mi.name };
 	summarize(&A, &L, &S);

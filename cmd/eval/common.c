@@ -25,6 +25,7 @@ void eval_common_init(eval_common *c, const char *sub)
 	c->retrieval_heads = HSQ_RETRIEVAL_DEFAULT;
 	c->residual_heads = HSQ_RESIDUAL_DEFAULT;
 	c->key_rounding = HSQ_KEY_ROUNDING_QUERY;
+	c->jobs = 1;
 	snprintf(c->log_default, sizeof c->log_default, "hsq-eval-%s.jsonl", sub);
 	c->log_path = c->log_default;
 }
@@ -99,6 +100,7 @@ int eval_common_option(eval_common *c, int id, const char *arg)
 	case EOPT_LOG: c->log_path = arg; return 1;
 	case EOPT_RESUME: c->resume = 1; return 1;
 	case EOPT_FORCE: c->force = 1; return 1;
+	case EOPT_JOBS: c->jobs = (int)cli_long(EVAL_PROG, "--jobs", arg, 1, EVAL_MAX_JOBS); return 1;
 	default: return 0;
 	}
 }
@@ -113,6 +115,10 @@ void eval_common_finish(eval_common *c)
 	for (int i = 0; i < 4; i++)
 		if (paths[i] && !*paths[i])
 			cli_usage_error(EVAL_PROG, "%s needs a non-empty path", names[i]);
+	if (c->jobs > 1 && c->threads == 0) { /* the cores shared among the jobs */
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+		c->threads = cores / c->jobs > 1 ? (int)(cores / c->jobs) : 1;
+	}
 	if (c->json_path && c->csv_path && !strcmp(c->json_path, c->csv_path))
 		cli_usage_error(EVAL_PROG, "--json and --csv name the same file '%s'", c->json_path);
 	for (int i = 0; i < 2; i++)
@@ -174,16 +180,28 @@ int eval_parse_files(const char *opt, const char *value, const char **out, int c
 	return n;
 }
 
+static char progress_tag[32]; /* "job 2/4: " in a --jobs worker */
+
+void eval_progress_tag(int w, int n)
+{
+	snprintf(progress_tag, sizeof progress_tag, "job %d/%d: ", w + 1, n);
+}
+
 void eval_progress(const eval_common *c, const char *fmt, ...)
 {
 	if (c->quiet)
 		return;
+	char line[1024];
 	va_list ap;
-	fprintf(stderr, "%s %s: ", EVAL_PROG, c->sub);
+	int n = snprintf(line, sizeof line, "%s %s: %s", EVAL_PROG, c->sub, progress_tag);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	size_t len = strlen(line);
+	if (len == sizeof line - 1) /* cut: end the line anyway */
+		len--;
+	line[len++] = '\n';
+	fwrite(line, 1, len, stderr); /* unbuffered: one write */
 }
 
 void eval_flush_stdout(void)

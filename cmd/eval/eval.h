@@ -24,6 +24,7 @@
 #define EVAL_MAX_FILES 4096 /* documents or haystack files */
 #define EVAL_CHUNK 16      /* tokens per scoring step after compression */
 #define EVAL_ALPHA 0.05    /* every test and interval: 95% (TOST: 90% CI) */
+#define EVAL_MAX_JOBS 256  /* --jobs */
 
 /* The subcommands (argv[0] is the subcommand's name). */
 int eval_needle(int argc, char **argv);
@@ -48,6 +49,7 @@ enum {
 	EOPT_LOG,
 	EOPT_RESUME,
 	EOPT_FORCE,
+	EOPT_JOBS,
 	EOPT_SPECIFIC = 320, /* first id of a subcommand's own options */
 };
 
@@ -64,7 +66,7 @@ enum {
 	  EOPT_RESIDUAL },                                                                                        \
 	{ "key-rounding", 0, "HOW", "4-bit key codes: 'query' (default) or 'nearest' levels", EOPT_ROUNDING },    \
 	{ "model", 'm', "FILE", "GGUF model (default: $HSQ_MODEL or the installed default)", EOPT_MODEL },        \
-	{ "threads", 't', "N", "CPU threads (default: all cores)", EOPT_THREADS },                                \
+	{ "threads", 't', "N", "CPU threads (default: all cores; with --jobs, per job: cores / jobs)", EOPT_THREADS }, \
 	{ "json", 0, "FILE", "write the summary as JSON to FILE", EOPT_JSON },                                    \
 	{ "csv", 0, "FILE", "write the summary rows as CSV to FILE", EOPT_CSV },                                  \
 	{ "report", 0, "DIR", "write DIR/report.md and SVG plots (DIR is created)", EOPT_REPORT },                \
@@ -75,10 +77,15 @@ enum {
 	{ "force", 0, NULL, "overwrite an existing trial log", EOPT_FORCE },                                      \
 	{ "quiet", 'q', NULL, "no progress lines on standard error", EOPT_QUIET }
 
+/* In the option tables of needle, ppl and agree, not bench (whose timings
+ * need the machine to themselves). */
+#define EVAL_JOBS_OPTION { "jobs", 0, "N", "run the trials in N processes side by side (default 1: none)", EOPT_JOBS }
+
 typedef struct eval_common {
 	const char *sub;        /* "needle", ... */
 	const char *model_arg;  /* -m, or NULL */
 	int threads;            /* 0 = all cores */
+	int jobs;               /* worker processes running the trials; 1: none */
 	int n_methods;
 	hsq_snapshot_mode methods[EVAL_MAX_METHODS]; /* methods[0] is full */
 	int budget;             /* HSQ_BUDGET_DEFAULT, HSQ_BUDGET_ALL or tokens */
@@ -106,8 +113,11 @@ int eval_parse_ints(const char *opt, const char *value, long lo, long hi, int *o
 /* Comma-separated file names (pointers into a copy of value). */
 int eval_parse_files(const char *opt, const char *value, const char **out, int cap);
 
-/* Progress on stderr unless --quiet. */
+/* Progress on stderr unless --quiet, one line in one write (so that the
+ * lines of --jobs workers do not mix). */
 void eval_progress(const eval_common *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Marks this process's progress lines "job w+1/n: " (a --jobs worker). */
+void eval_progress_tag(int w, int n);
 
 /* ------------------------------------------------------ growable text */
 
@@ -174,6 +184,7 @@ typedef struct eval_log {
 	long next_line;
 	eval_record_check check;
 	void *user;
+	int shared;            /* appended to by --jobs workers: lock each append */
 } eval_log;
 
 /* Opens c->log_path for config (the JSON text of an object). Without
@@ -189,6 +200,13 @@ void eval_log_open(eval_log *L, const eval_common *c, const char *config, eval_r
  * keeps its parsed form in L->records. */
 void eval_log_append(eval_log *L, const sbuf *record);
 void eval_log_close(eval_log *L);
+/* A --jobs worker: opens the log anew (an open file of its own, so that
+ * the lock excludes the other workers) and appends under an exclusive
+ * lock from then on. */
+void eval_log_share(eval_log *L);
+/* Reads the log's records again (after the workers appended theirs);
+ * the header was checked when it was opened. */
+void eval_log_reload(eval_log *L);
 
 /* ------------------------------------------------------- output files */
 
@@ -214,6 +232,8 @@ void eval_report_write(const char *dir, const char *name, void (*fn)(FILE *f, co
  * temporary files and directories (a directory after its files). */
 void eval_cleanup_add(const char *path);
 void eval_cleanup_forget(const char *path);
+/* Forgets every path: a --jobs worker leaves the parent's to the parent. */
+void eval_cleanup_reset(void);
 
 /* ----------------------------------------------------------------- SVG */
 
@@ -246,6 +266,8 @@ typedef struct eval_runner {
 
 /* Loads the model (exit 3) and makes the temporary directory. */
 void eval_runner_init(eval_runner *R, const eval_common *c);
+/* Makes R->dir afresh and names R->snap in it (a --jobs worker's own). */
+void eval_runner_tmpdir(eval_runner *R);
 void eval_runner_free(eval_runner *R);
 /* Appends "model", "model_sha256", "version", "methods", "budget" and the
  * tier parameters to a configuration object being written. */
@@ -318,5 +340,18 @@ uint64_t eval_rss_peak(void);
 
 /* Prints to stdout and checks it (exit 1 when it cannot be written). */
 void eval_flush_stdout(void);
+
+/* ---------------------------------------------------------------- jobs */
+
+/* With c->jobs > 1: forks the workers. In worker w returns w; it runs the
+ * pending items whose rank (0, 1, ... in the loop's order) is w modulo
+ * c->jobs, then calls eval_jobs_done. In the parent, waits for them all
+ * (a failed one stops the others and exits with its status), reads the
+ * log back, and returns -1: the loop is skipped. With c->jobs <= 1
+ * returns 0 and eval_jobs_done does nothing. Call with no context open. */
+int eval_jobs_fork(const eval_common *c, eval_runner *R, eval_log *L);
+/* A worker's end: closes the log, frees the runner (its temporary files)
+ * and exits 0. */
+void eval_jobs_done(const eval_common *c, eval_runner *R, eval_log *L);
 
 #endif

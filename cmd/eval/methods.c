@@ -35,6 +35,14 @@ void eval_runner_init(eval_runner *R, const eval_common *c)
 	R->tp.residual_heads = c->residual_heads;
 	R->tp.key_rounding = c->key_rounding;
 	R->n_obs = R->tp.obs_window;
+	eval_runner_tmpdir(R);
+	R->logits = malloc((size_t)R->mi.n_vocab * EVAL_CHUNK * sizeof *R->logits);
+	if (!R->logits)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+}
+
+void eval_runner_tmpdir(eval_runner *R)
+{
 	const char *tmp = getenv("TMPDIR");
 	snprintf(R->dir, sizeof R->dir, "%s/hsq-eval.XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(R->dir))
@@ -43,9 +51,6 @@ void eval_runner_init(eval_runner *R, const eval_common *c)
 	eval_cleanup_add(R->dir);
 	snprintf(R->snap, sizeof R->snap, "%s/doc.hsq", R->dir);
 	eval_cleanup_add(R->snap);
-	R->logits = malloc((size_t)R->mi.n_vocab * EVAL_CHUNK * sizeof *R->logits);
-	if (!R->logits)
-		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
 }
 
 void eval_runner_free(eval_runner *R)

@@ -45,6 +45,7 @@ static const cli_option options[] = {
 	{ "keys", 0, "K", "needles per haystack, 1..16; one is asked (default 1)", OPT_KEYS },
 	{ "seed", 0, "S", "seed of the needles and haystack offsets (default 1)", OPT_SEED },
 	{ "margin", 0, "PP", "TOST equivalence margin, percentage points (default 5)", OPT_MARGIN },
+	EVAL_JOBS_OPTION,
 	EVAL_COMMON_OPTIONS,
 	{ 0 },
 };
@@ -1083,11 +1084,17 @@ int eval_needle(int argc, char **argv)
 	collect(&N, &L);
 	if (L.n)
 		eval_progress(&o.c, "%zu of %zu trials are in %s already", L.n, N.n_trials, L.path);
-	for (int li = 0; li < o.n_len; li++)
-		for (int di = 0; di < o.n_depth; di++)
-			for (int t = 0; t < o.trials; t++)
-				if (N.ok[trial_index(&o, li, di, t) * M] < 0 && trial_selected(&o, t))
-					run_trial(&N, &L, li, di, t);
+	int job = eval_jobs_fork(&o.c, &N.R, &L);
+	if (job >= 0) {
+		int rank = 0;
+		for (int li = 0; li < o.n_len; li++)
+			for (int di = 0; di < o.n_depth; di++)
+				for (int t = 0; t < o.trials; t++)
+					if (N.ok[trial_index(&o, li, di, t) * M] < 0 && trial_selected(&o, t) &&
+					    rank++ % o.c.jobs == job)
+						run_trial(&N, &L, li, di, t);
+		eval_jobs_done(&o.c, &N.R, &L);
+	}
 	collect(&N, &L);
 
 	summary S = { .config = config, .model = N.R.mi.name };

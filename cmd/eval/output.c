@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,6 +59,12 @@ void eval_cleanup_forget(const char *path)
 	for (int i = 0; i < N_CLEANUP; i++)
 		if (cleanup_used[i] && !strcmp(cleanup_paths[i], path))
 			cleanup_used[i] = 0;
+}
+
+void eval_cleanup_reset(void)
+{
+	for (int i = 0; i < N_CLEANUP; i++)
+		cleanup_used[i] = 0;
 }
 
 /* -------------------------------------------------------- output files */
@@ -433,10 +440,45 @@ void eval_log_append(eval_log *L, const sbuf *record)
 	/* what goes into the file is what the summary reads: parse it back */
 	if (!parse_record(L, record->s, record->len, &rec, err, sizeof err))
 		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "internal error: a record does not read back (%s)", err);
+	if (L->shared && flock(fileno(L->f), LOCK_EX) != 0)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot lock the trial log %s: %s; run without --jobs", L->path,
+			strerror(errno));
+	/* "a" mode: every write goes to the end, after the other workers' lines */
 	if (fwrite(record->s, 1, record->len, L->f) != record->len || fputc('\n', L->f) == EOF || fflush(L->f) != 0)
 		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot append to the trial log %s: %s", L->path,
 			strerror(errno));
+	if (L->shared)
+		flock(fileno(L->f), LOCK_UN);
 	log_push(L, &rec, L->next_line++);
+}
+
+void eval_log_share(eval_log *L)
+{
+	/* the inherited FILE shares its open file with the parent and the
+	 * other workers, and flock locks belong to an open file */
+	if (L->f)
+		fclose(L->f);
+	L->f = fopen(L->path, "a");
+	if (!L->f)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot append to the trial log %s: %s", L->path,
+			strerror(errno));
+	L->shared = 1;
+}
+
+void eval_log_reload(eval_log *L)
+{
+	for (size_t i = 0; i < L->n; i++)
+		json_free(&L->records[i]);
+	L->n = 0;
+	size_t len;
+	char *text = read_log(L->path, &len);
+	const char *nl = text ? memchr(text, '\n', len) : NULL;
+	if (!nl)
+		cli_die(EVAL_PROG, EXIT_INPUT, "%s has no header line after the --jobs workers ran; did another "
+						"program write it meanwhile?", L->path);
+	int no_newline;
+	resume_records(L, text, len, (size_t)(nl - text) + 1, &no_newline);
+	free(text);
 }
 
 void eval_log_close(eval_log *L)

@@ -28,6 +28,7 @@ static const cli_option options[] = {
 	{ "margin", 0, "X", "non-inferiority margin on the perplexity ratio, 0.01 = 1% (default 0.01)", OPT_MARGIN },
 	{ "resamples", 0, "N", "bootstrap resamples (default 10000)", OPT_RESAMPLES },
 	{ "seed", 0, "S", "bootstrap seed (default 1)", OPT_SEED },
+	EVAL_JOBS_OPTION,
 	EVAL_COMMON_OPTIONS,
 	{ 0 },
 };
@@ -466,9 +467,14 @@ int eval_ppl(int argc, char **argv)
 	int n_done = eval_doc_records(&L, &P.D, done);
 	if (n_done)
 		eval_progress(&o.c, "%d document%s in %s already", n_done, n_done == 1 ? " is" : "s are", L.path);
-	for (int d = 0; d < P.D.n; d++)
-		if (P.D.docs[d].toks && !done[d])
-			run_doc(&P, &L, d);
+	int job = eval_jobs_fork(&o.c, &P.R, &L);
+	if (job >= 0) {
+		int rank = 0;
+		for (int d = 0; d < P.D.n; d++)
+			if (P.D.docs[d].toks && !done[d] && rank++ % o.c.jobs == job)
+				run_doc(&P, &L, d);
+		eval_jobs_done(&o.c, &P.R, &L);
+	}
 
 	summary S = { .o = &o, .D = &P.D, .config = config, .model = P.R.mi.name };
 	summarize(&P, &L, &S);

@@ -5,7 +5,9 @@
 # included) gives the summary of an uninterrupted run, and so do the logs
 # of a grid split with --only-trials, joined; a log written with
 # another configuration is refused (exit 2), a malformed one is an input
-# error naming its line (exit 4); tiny ppl, agree and bench runs.
+# error naming its line (exit 4); tiny ppl, agree and bench runs; --jobs 2
+# gives the table and the log records of a run without it, and a worker
+# stopped by a signal ends the run (exit 1) with its finished trials kept.
 #
 # The texts are written here, so nothing depends on ../shared. Runs
 # standalone too (bash tests/cli/eval_runs.sh): HSQ_BIN defaults to the
@@ -55,12 +57,15 @@ run "$E" ppl; expect "ppl without files exits 2" 2 "at least one document"
 run "$E" agree --generate 0 a.txt; expect "--generate 0 exits 2" 2 "--generate expects"
 run "$E" bench; expect "bench without --text exits 2" 2 "needs --text"
 run "$E" bench --text t.txt --json x --csv x; expect "--json and --csv on one file exit 2" 2 "same file"
+run "$E" bench --text t.txt --jobs 2; expect "bench has no --jobs (exit 2)" 2 "jobs"
+run "$E" needle --haystack h.txt --jobs 0; expect "--jobs 0 exits 2" 2 "--jobs"
 for s in needle ppl agree bench; do
 	run "$E" $s --help; expect "$s --help exits 0" 0 ""
 	expect_out "$s --help shows its usage line" "^usage: hsq-eval $s \[options\]"
 	for o in --methods --budget --retrieval-heads --json --csv --report --log --resume --force --quiet --model --threads; do
 		printf '%s' "$out" | grep -q -- "$o" || fail "$s --help does not list $o"
 	done
+	[ $s = bench ] || printf '%s' "$out" | grep -q -- --jobs || fail "$s --help does not list --jobs"
 done
 
 if ! have_model; then
@@ -177,6 +182,39 @@ run "$E" $NEEDLE --log s.jsonl --resume -q
 expect "the joined log resumes" 0 ""
 [ "$out" = "$(cat a.out)" ] && ok "the joined log's table equals the whole run's" || fail "tables differ" "$(printf '%s\n' "$out" | diff - a.out)"
 
+# --- --jobs 2: two worker processes share the trials; the table is the one-process run's,
+# the log holds the same records (in the order the workers finished them)
+run "$R" $NEEDLE --jobs 2 -t 1 --log j.jsonl --csv j.csv
+expect "a --jobs 2 needle run exits 0" 0 ""
+[ "$out" = "$(cat a.out)" ] && ok "--jobs 2 prints the one-process table" || fail "tables differ" "$(printf '%s\n' "$out" | diff - a.out)"
+cmp -s a.csv j.csv && ok "--jobs 2 writes the one-process csv" || fail "csv differs"
+[ "$(head -n 1 j.jsonl)" = "$(head -n 1 a.jsonl)" ] && [ "$(tail -n +2 j.jsonl | sort)" = "$(tail -n +2 a.jsonl | sort)" ] &&
+	ok "--jobs 2 logs the one-process records" || fail "logs differ"
+printf '%s' "$err" | grep -q "job 1/2: length 512" && printf '%s' "$err" | grep -q "job 2/2: length 512" &&
+	ok "each worker's progress lines name it" || fail "no job tags on stderr" "$err"
+
+# --- a worker stopped by a signal stops the other and ends the run; --resume finishes it
+"$R" $NEEDLE --jobs 2 -t 1 --log k.jsonl >k.out 2>k.err &
+pid=$!
+kids=""
+for i in $(seq 1 200); do
+	kids=$(grep -l "^PPid:[[:space:]]*$pid\$" /proc/[0-9]*/status 2>/dev/null | cut -d/ -f3)
+	[ "$(printf '%s\n' $kids | grep -c .)" -ge 2 ] && break
+	sleep 0.05
+done
+sleep 1 # past the fork: the worker's clean-up is its own
+kill -TERM $(printf '%s\n' $kids | head -n 1) 2>/dev/null
+wait $pid
+rc=$?
+[ "$rc" -eq 1 ] && ok "a killed worker ends the run with exit 1" || fail "exit $rc after a killed worker" "$(cat k.err)"
+grep -q "job [12] of 2 was killed by signal 15; the trials finished are kept in k.jsonl: rerun with --resume" k.err &&
+	ok "the message names the job, the signal and the log" || fail "message" "$(cat k.err)"
+run "$R" $NEEDLE --jobs 2 -t 1 --log k.jsonl --resume -q
+expect "the stopped run resumes" 0 ""
+[ "$out" = "$(cat a.out)" ] && ok "the resumed --jobs run prints the one-process table" || fail "tables differ"
+[ "$(tail -n +2 k.jsonl | sort)" = "$(tail -n +2 a.jsonl | sort)" ] && ok "and its log holds the same records" ||
+	fail "logs differ"
+
 # --- a log written before the answer was scored (no "logp"): read, no log-probability table
 sed 's/"logp":[^,]*,//g' a.jsonl >o.jsonl
 run "$E" $NEEDLE --log o.jsonl --resume --csv o.csv -q
@@ -219,6 +257,7 @@ expect "a file that is not a log exits 4" 4 "bad5.jsonl:1: not a trial log heade
 run "$R" ppl -m "$M" -t 2 --context 256 --continuation 64 --methods full,hsq,streaming --log p1.jsonl \
 	--json p.json --csv p.csv --report prep doc1.txt doc2.txt short.txt
 expect "a tiny ppl run exits 0" 0 "skipping short.txt"
+cp "$TMP/out" p1.out
 expect_out "ppl shows each document" "^doc2.txt +[0-9.]+ +[0-9.]+ \(1?[0-9]\.[0-9]+x\)"
 expect_out "ppl summarizes hsq with a bootstrap interval and a verdict" "^hsq +2 +128 +[0-9.]+ +[0-9.]+ \[[0-9.]+, [0-9.]+\] +[0-9.]+ +[0-9.]+ +(yes|no) "
 [ -s prep/report.md ] && [ -s prep/ppl-ratio.svg ] && ok "ppl report written" || fail "ppl report missing"
@@ -235,6 +274,11 @@ assert abs(float(h["ratio"]) - float(h["ppl"]) / float(rows["full"]["ppl"])) < 1
 '
 	expect "ppl JSON and CSV parse and agree" 0 ""
 fi
+
+run "$R" ppl -m "$M" -t 1 --jobs 2 --context 256 --continuation 64 --methods full,hsq,streaming --log pj.jsonl \
+	doc1.txt doc2.txt short.txt
+expect "a ppl run with --jobs 2 exits 0" 0 ""
+[ "$out" = "$(cat p1.out)" ] && ok "ppl --jobs 2 prints the one-process table" || fail "ppl tables differ" "$(printf '%s\n' "$out" | diff - p1.out)"
 
 # --- agree
 run "$R" agree -m "$M" -t 2 --context 256 --generate 16 --methods full,hsq,snapkv --log a1.jsonl --csv ag.csv \

@@ -38,8 +38,8 @@ static void stop_workers(int n)
 static void become_worker(const eval_common *c, eval_runner *R, eval_log *L, int w, pid_t parent)
 {
 #ifdef __linux__
-	/* a worker outlives a parent killed alone (not its process group)
-	 * only to append trials nobody reads: follow it */
+	/* without this a worker would run on after its parent was killed
+	 * alone (not its process group), with nobody to summarize: follow it */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 #endif
 	if (getppid() != parent)

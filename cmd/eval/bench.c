@@ -52,7 +52,6 @@ typedef struct bench_run {
 	hsq_token *text;
 	size_t n_text;
 	char text_hash[17];
-	char msnap[4200]; /* the method's own snapshot */
 } bench_run;
 
 static void parse(int argc, char **argv, bench_opts *o)
@@ -136,16 +135,16 @@ static void measure(bench_run *B, hsq_snapshot_mode mode, const hsq_token *toks,
 	hsq_tier_stats ts = eval_tier_stats(ctx);
 	v[B_FAST] = (double)(mode == HSQ_MODE_FULL ? ts.fp16_kv_bytes : ts.l1_bytes + ts.l2_bytes);
 	v[B_ARCHIVE] = (double)ts.l3_bytes;
-	hsq_status st = hsq_snapshot_save(ctx, B->msnap, mode, 3);
+	hsq_status st = hsq_snapshot_save(ctx, R->msnap, mode, 3);
 	if (st)
 		eval_die_status(st, "saving the method's snapshot");
 	hsq_context_free(ctx);
-	v[B_SNAPSHOT] = (double)file_size(B->msnap);
+	v[B_SNAPSHOT] = (double)file_size(R->msnap);
 
 	/* decode from the snapshot, as hsq-decode would: a context compressed
 	 * in this process also keeps the full cache, a loaded one does not */
 	double t0 = cli_now();
-	ctx = eval_load(R, B->msnap, n_ctx, mode);
+	ctx = eval_load(R, R->msnap, n_ctx, mode);
 	v[B_LOAD] = cli_now() - t0;
 	t0 = cli_now();
 	for (int i = 0; i < D; i++) {
@@ -156,7 +155,7 @@ static void measure(bench_run *B, hsq_snapshot_mode mode, const hsq_token *toks,
 	v[B_RSS] = (double)eval_rss_now();
 	v[B_PEAK_RSS] = (double)eval_rss_peak();
 	hsq_context_free(ctx);
-	unlink(B->msnap);
+	unlink(R->msnap);
 }
 
 static void run_length(bench_run *B, eval_log *L, int li)
@@ -457,8 +456,6 @@ int eval_bench(int argc, char **argv)
 	eval_runner_init(&B.R, &o.c);
 	cap_lengths(&B);
 	load_text(&B);
-	snprintf(B.msnap, sizeof B.msnap, "%s/method.hsq", B.R.dir);
-	eval_cleanup_add(B.msnap);
 	char *config = make_config(&B);
 	eval_file json, csv;
 	eval_file_open(&json, o.c.json_path);

@@ -260,13 +260,15 @@ typedef struct eval_runner {
 	int n_obs;             /* tokens re-evaluated after loading: the reader's observation window */
 	char dir[4096];        /* private temporary directory */
 	char snap[4200];       /* dir/doc.hsq: the full snapshot of the current document */
+	char msnap[4200];      /* dir/method.hsq: one method's compressed snapshot */
 	float *logits;         /* EVAL_CHUNK rows of n_vocab */
 	char model_id[65];     /* sha256 of the model, hex */
 } eval_runner;
 
 /* Loads the model (exit 3) and makes the temporary directory. */
 void eval_runner_init(eval_runner *R, const eval_common *c);
-/* Makes R->dir afresh and names R->snap in it (a --jobs worker's own). */
+/* Makes R->dir afresh and names R->snap and R->msnap in it (a --jobs
+ * worker's own). */
 void eval_runner_tmpdir(eval_runner *R);
 void eval_runner_free(eval_runner *R);
 /* Appends "model", "model_sha256", "version", "methods", "budget" and the
@@ -282,7 +284,7 @@ double eval_prefill(eval_runner *R, const hsq_token *toks, size_t n, int n_ctx);
 hsq_context *eval_open(eval_runner *R, hsq_snapshot_mode mode, const hsq_token *obs, int n_ctx, double *compress_s);
 /* hsq_context_eval or exit (1, or 4 for a full context). */
 void eval_eval(const eval_runner *R, hsq_context *ctx, const hsq_token *toks, size_t n, float *logits, int all);
-/* Loads a snapshot for mode and sets the budget (bench). */
+/* Loads a snapshot for mode and sets the budget (bench, needle). */
 hsq_context *eval_load(eval_runner *R, const char *path, int n_ctx, hsq_snapshot_mode mode);
 /* Dies with the library's message for a failed call. */
 void eval_die_status(hsq_status st, const char *what) __attribute__((noreturn));

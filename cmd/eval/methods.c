@@ -51,11 +51,14 @@ void eval_runner_tmpdir(eval_runner *R)
 	eval_cleanup_add(R->dir);
 	snprintf(R->snap, sizeof R->snap, "%s/doc.hsq", R->dir);
 	eval_cleanup_add(R->snap);
+	snprintf(R->msnap, sizeof R->msnap, "%s/method.hsq", R->dir);
+	eval_cleanup_add(R->msnap);
 }
 
 void eval_runner_free(eval_runner *R)
 {
 	unlink(R->snap);
+	unlink(R->msnap);
 	rmdir(R->dir);
 	free(R->logits);
 	hsq_model_free(R->model);

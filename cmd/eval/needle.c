@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "eval.h"
 
@@ -293,13 +294,37 @@ static void build_prompt(const needle_run *N, trial *T, int length)
 	hsq_free(q);
 }
 
-/* The greedy answer of one method, its fast-tier bytes, and success. */
-static int answer(needle_run *N, const trial *T, hsq_snapshot_mode mode, int length, char *out, size_t cap,
-		  uint64_t *fast)
+/* A context for mode holding the trial's context, compressed. The
+ * compressed one is also saved as R->msnap, for reopen_method. */
+static hsq_context *open_method(needle_run *N, const trial *T, hsq_snapshot_mode mode, int length)
 {
 	eval_runner *R = &N->R;
 	hsq_context *ctx = eval_open(R, mode, T->prompt + T->n_context - R->n_obs, length, NULL);
-	*fast = eval_fast_bytes(ctx);
+	hsq_status st;
+	if (mode != HSQ_MODE_FULL && (st = hsq_snapshot_save(ctx, R->msnap, mode, 1)))
+		eval_die_status(st, "saving the method's snapshot");
+	return ctx;
+}
+
+/* The same context again, for a second question. Loading the compressed
+ * snapshot gives the logits of the context open_method compressed, bit
+ * for bit (test_resume_tiers.c), and costs a fraction of compressing
+ * again; full reopens the document's snapshot (saving its fp32 cache
+ * would cost more than loading it does). */
+static hsq_context *reopen_method(needle_run *N, const trial *T, hsq_snapshot_mode mode, int length)
+{
+	eval_runner *R = &N->R;
+	if (mode == HSQ_MODE_FULL)
+		return eval_open(R, mode, T->prompt + T->n_context - R->n_obs, length, NULL);
+	hsq_context *ctx = eval_load(R, R->msnap, length, mode);
+	unlink(R->msnap);
+	return ctx;
+}
+
+/* The greedy answer of one method and its success; frees ctx. */
+static int answer(needle_run *N, const trial *T, hsq_context *ctx, char *out, size_t cap)
+{
+	eval_runner *R = &N->R;
 	eval_eval(R, ctx, T->prompt + T->n_context, T->n_prompt - T->n_context, R->logits, 0);
 	hsq_detok dt = { { 0 }, 0 };
 	size_t len = 0;
@@ -340,8 +365,8 @@ static hsq_token *reference_answer(const needle_run *N, const trial *T, size_t *
 }
 
 /* log P(the asked number | question, "The special magic number for CITY
- * is") under one method, in nats: the sum over the number's tokens. */
-static double answer_logp(needle_run *N, const trial *T, hsq_snapshot_mode mode, int length)
+ * is") in ctx, in nats: the sum over the number's tokens; frees ctx. */
+static double answer_logp(needle_run *N, const trial *T, hsq_context *ctx)
 {
 	eval_runner *R = &N->R;
 	size_t n, from;
@@ -350,7 +375,6 @@ static double answer_logp(needle_run *N, const trial *T, hsq_snapshot_mode mode,
 		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "the reference answer for %s takes %zu tokens (%zu before the "
 							 "number); this tokenizer needs a longer N_ANSWER",
 			cities[T->city[0]], n, from);
-	hsq_context *ctx = eval_open(R, mode, T->prompt + T->n_context - R->n_obs, length, NULL);
 	eval_eval(R, ctx, T->prompt + T->n_context, T->n_prompt - T->n_context, R->logits, 0);
 	if (from)
 		eval_eval(R, ctx, a, from, R->logits, 0);
@@ -387,8 +411,10 @@ static void run_trial(needle_run *N, eval_log *L, int li, int di, int t)
 	for (int m = 0; m < o->c.n_methods; m++) {
 		char ans[256];
 		uint64_t fast;
-		int ok = answer(N, &T, o->c.methods[m], length, ans, sizeof ans, &fast);
-		double lp = answer_logp(N, &T, o->c.methods[m], length);
+		hsq_context *ctx = open_method(N, &T, o->c.methods[m], length);
+		fast = eval_fast_bytes(ctx);
+		int ok = answer(N, &T, ctx, ans, sizeof ans);
+		double lp = answer_logp(N, &T, reopen_method(N, &T, o->c.methods[m], length));
 		sb_printf(&r, "%s\"%s\":{\"ok\":%s,\"fast_bytes\":%llu,\"logp\":", m ? "," : "",
 			  hsq_mode_name(o->c.methods[m]), ok ? "true" : "false", (unsigned long long)fast);
 		sb_jnum6(&r, lp);

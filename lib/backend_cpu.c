@@ -149,6 +149,12 @@ static void tile_4x4q(const float *k, int ldk, const float *const *q, int n, flo
 			for (int r = 0; r < 4; r++)
 				acc[i][r] += kv[r] * qv[i];
 	}
+	if (d == n) { /* no tail: tail_dot adds 0.0f, as here */
+		vf16 sums = hsum16x16((const vf16 *)acc) + 0.0f; /* acc[i][r] is j = 4i + r */
+		for (int i = 0; i < 4; i++)
+			memcpy(s[i], (const float *)&sums + 4 * i, 4 * sizeof(float));
+		return;
+	}
 	for (int i = 0; i < 4; i++)
 		for (int r = 0; r < 4; r++)
 			s[i][r] = hsum16(acc[i][r]) + tail_dot(k + (size_t)r * ldk, q[i], d, n);

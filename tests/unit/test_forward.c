@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -17,6 +18,28 @@ static float frand(unsigned *s)
 {
 	*s = *s * 1103515245u + 12345u;
 	return ((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+/* hsum16x16 (the 4 x 4 score tiles' reduction) is sixteen hsum16, bit for
+ * bit: lanes of mixed magnitudes, where another tree rounds differently,
+ * and signed zeros, where only the same additions keep the sign. */
+Test(backend, hsum16x16_is_hsum16_per_lane)
+{
+	unsigned s = 5;
+	for (int round = 0; round < 2000; round++) {
+		vf16 v[16];
+		for (int j = 0; j < 16; j++)
+			for (int l = 0; l < 16; l++) {
+				float x = frand(&s) * ldexpf(1.0f, (int)(frand(&s) * 24));
+				v[j][l] = round % 7 == 0 && (l + j) % 3 ? -0.0f : x;
+			}
+		vf16 all = hsum16x16(v);
+		for (int j = 0; j < 16; j++) {
+			float one = hsum16(v[j]);
+			cr_assert(memcmp(&all[j], &one, sizeof one) == 0, "round %d lane %d: %a against hsum16's %a",
+				  round, j, (double)all[j], (double)one);
+		}
+	}
 }
 
 Test(backend, matmul_matches_naive_for_every_batch_shape)

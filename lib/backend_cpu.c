@@ -155,7 +155,9 @@ static void tile_4x4q(const float *k, int ldk, const float *const *q, int n, flo
 			memcpy(s[i], (const float *)&sums + 4 * i, 4 * sizeof(float));
 		return;
 	}
+#pragma GCC unroll 4
 	for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
 		for (int r = 0; r < 4; r++)
 			s[i][r] = hsum16(acc[i][r]) + tail_dot(k + (size_t)r * ldk, q[i], d, n);
 }
@@ -180,13 +182,13 @@ static inline __attribute__((always_inline)) void
 fused_tile(block_decoder decode, size_t block_bytes, const uint8_t *w, size_t row_bytes, int R, const float *x,
 	   int ldx, int T, int n, float *y, int ldy)
 {
-	vf16 acc[4][4] = { { { 0 } } };
+	vf16 acc[8][4] = { { { 0 } } };
 	for (int b = 0; b < n / 32; b++) {
 		vf16 lo[4], hi[4];
 #pragma GCC unroll 4
 		for (int r = 0; r < R; r++)
 			decode(w + (size_t)r * row_bytes + (size_t)b * block_bytes, &lo[r], &hi[r]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 		for (int t = 0; t < T; t++) {
 			vf16 x0 = load16(x + (size_t)t * ldx + 32 * b), x1 = load16(x + (size_t)t * ldx + 32 * b + 16);
 #pragma GCC unroll 4
@@ -196,7 +198,9 @@ fused_tile(block_decoder decode, size_t block_bytes, const uint8_t *w, size_t ro
 			}
 		}
 	}
+#pragma GCC unroll 8
 	for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
 		for (int r = 0; r < R; r++)
 			y[(size_t)t * ldy + r] = hsum16(acc[t][r]) + 0.0f;
 }
@@ -211,25 +215,36 @@ fused_tile(block_decoder decode, size_t block_bytes, const uint8_t *w, size_t ro
 
 /* Tile of the fused kernels, rows x tokens: its accumulators (R x T
  * 16-lane vectors) and decoded blocks must fit the vector registers.
- * AVX-512 has 32 of 16 lanes: 4 x 4. With sixteen of 8 lanes (AVX2) a
+ * AVX-512 has 32 of 16 lanes: 4 x 4 (and 2 x 8, below). With sixteen of 8 lanes (AVX2) a
  * 16-lane vector takes two: 1 row x 4 tokens (8 + 4 registers, one block
  * decode per 16 multiply-adds). The shape never changes a result. */
 #ifdef HSQ_CPU_AVX2
 #define FUSED_R 1
 #define FUSED_T 4
+#define FUSED_WIDE_CASES(decode, block_bytes)
 #else
 #define FUSED_R 4
 #define FUSED_T 4
+/* Batches of 8 tokens and more go 2 rows x 8 tokens at a time: one block
+ * decode per 16 multiply-adds instead of per 8, 16 accumulators
+ * (bench/matmul: 52-53 -> 57 GFLOP/s at 512 tokens; 2 x 12 was slower,
+ * 12 tokens of 2048 columns no longer stay in L1). */
+#define FUSED_WIDE_R 2
+#define FUSED_WIDE_T 8
+#define FUSED_WIDE_CASES(decode, block_bytes)                                                                  \
+	case 2 * 16 + 8: FUSED_TILE(decode, block_bytes, w, rb, 2, x, ldx, 8, n, y, ldy); break;                \
+	case 1 * 16 + 8: FUSED_TILE(decode, block_bytes, w, rb, 1, x, ldx, 8, n, y, ldy); break;
 #endif
 
 #define DEFINE_FUSED(name, decode, block_bytes)                                                              \
 	static void name(const uint8_t *w, size_t rb, int R, const float *x, int ldx, int T, int n, float *y,   \
 			 int ldy)                                                                               \
 	{                                                                                                       \
-		switch (R * 8 + T) {                                                                            \
-		case 4 * 8 + 4: FUSED_TILE(decode, block_bytes, w, rb, 4, x, ldx, 4, n, y, ldy); break;         \
-		case 4 * 8 + 1: FUSED_TILE(decode, block_bytes, w, rb, 4, x, ldx, 1, n, y, ldy); break;         \
-		case 1 * 8 + 4: FUSED_TILE(decode, block_bytes, w, rb, 1, x, ldx, 4, n, y, ldy); break;         \
+		switch (R * 16 + T) {                                                                           \
+		FUSED_WIDE_CASES(decode, block_bytes)                                                           \
+		case 4 * 16 + 4: FUSED_TILE(decode, block_bytes, w, rb, 4, x, ldx, 4, n, y, ldy); break;        \
+		case 4 * 16 + 1: FUSED_TILE(decode, block_bytes, w, rb, 4, x, ldx, 1, n, y, ldy); break;        \
+		case 1 * 16 + 4: FUSED_TILE(decode, block_bytes, w, rb, 1, x, ldx, 4, n, y, ldy); break;        \
 		default: /* R == 1, T == 1 */ FUSED_TILE(decode, block_bytes, w, rb, 1, x, ldx, 1, n, y, ldy);  \
 		}                                                                                               \
 	}
@@ -266,6 +281,17 @@ static void matmul_fused(const matmul_job *j, fused_fn fn, int r0, int nr)
 	int n = (int)w->cols, ldy = (int)w->rows;
 	const uint8_t *base = w->data + (size_t)r0 * w->row_bytes;
 	int t = 0;
+#ifdef FUSED_WIDE_T
+	for (; t + FUSED_WIDE_T <= j->n_tok; t += FUSED_WIDE_T) {
+		int r = 0;
+		for (; r + FUSED_WIDE_R <= nr; r += FUSED_WIDE_R)
+			fn(base + (size_t)r * w->row_bytes, w->row_bytes, FUSED_WIDE_R, j->x + (size_t)t * n, n,
+			   FUSED_WIDE_T, n, j->y + (size_t)t * ldy + r0 + r, ldy);
+		for (; r < nr; r++)
+			fn(base + (size_t)r * w->row_bytes, w->row_bytes, 1, j->x + (size_t)t * n, n, FUSED_WIDE_T, n,
+			   j->y + (size_t)t * ldy + r0 + r, ldy);
+	}
+#endif
 	for (; t + FUSED_T <= j->n_tok; t += FUSED_T) {
 		int r = 0;
 		for (; r + FUSED_R <= nr; r += FUSED_R)

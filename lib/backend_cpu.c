@@ -78,7 +78,9 @@ static inline __attribute__((always_inline)) void tile_4xT(const float *w, int l
 				acc[t][r] += wv[r] * xv;
 		}
 	}
+#pragma GCC unroll 6
 	for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
 		for (int r = 0; r < 4; r++)
 			y[(size_t)t * ldy + r] = hsum16(acc[t][r]) +
 						 tail_dot(w + (size_t)r * ldw, x + (size_t)t * ldx, k, n);
@@ -115,6 +117,7 @@ static void tile_4x1(const float *w, int ldw, const float *x, int n, float *y)
 		for (int r = 0; r < 4; r++)
 			acc[r] += load16(w + (size_t)r * ldw + k) * xv;
 	}
+#pragma GCC unroll 4
 	for (int r = 0; r < 4; r++)
 		y[r] = hsum16(acc[r]) + tail_dot(w + (size_t)r * ldw, x, k, n);
 }

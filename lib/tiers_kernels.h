@@ -113,20 +113,24 @@ static inline __attribute__((always_inline)) void tiers_scores_q(const float *co
 	for (int r = 0; r < n; r++) {
 		const float *kr = k + (size_t)r * ldk;
 		vf16 acc[TIERS_KERNEL_MAXQ];
+		#pragma GCC unroll 4
 		for (int i = 0; i < Q; i++)
 			acc[i] = (vf16){ 0 };
 		int d = 0;
 		for (; d + 16 <= hd; d += 16) {
 			vf16 kv = load16(kr + d);
+			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++)
 				acc[i] += load16(q[i] + d) * kv;
 		}
 		/* as written at the reference's call sites, so that gcc
 		 * contracts dot * scale + bias the same way */
 		if (bias)
+			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++)
 				s[i][r] = (hsum16(acc[i]) + tail_dot(q[i], kr, d, hd)) * scale + bias[r];
 		else
+			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++)
 				s[i][r] = (hsum16(acc[i]) + tail_dot(q[i], kr, d, hd)) * scale;
 	}
@@ -138,18 +142,22 @@ static inline __attribute__((always_inline)) void tiers_values_q(const float *co
 	int d = 0;
 	for (; d + 16 <= hd; d += 16) {
 		vf16 acc[TIERS_KERNEL_MAXQ];
+		#pragma GCC unroll 4
 		for (int i = 0; i < Q; i++)
 			acc[i] = load16(out[i] + d);
 		for (int r = 0; r < n; r++) {
 			vf16 vv = load16(v + (size_t)r * ldv + d);
+			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++)
 				acc[i] = acc[i] + w[i][r] * vv;
 		}
+		#pragma GCC unroll 4
 		for (int i = 0; i < Q; i++)
 			memcpy(out[i] + d, &acc[i], sizeof acc[i]);
 	}
 	if (d < hd) /* channels past the last 16: axpy_f32's own scalar loop */
 		for (int r = 0; r < n; r++)
+			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++)
 				axpy_f32(out[i] + d, w[i][r], v + (size_t)r * ldv + d, hd - d);
 }

@@ -218,9 +218,10 @@ fused_tile(block_decoder decode, size_t block_bytes, const uint8_t *w, size_t ro
 
 /* Tile of the fused kernels, rows x tokens: its accumulators (R x T
  * 16-lane vectors) and decoded blocks must fit the vector registers.
- * AVX-512 has 32 of 16 lanes: 4 x 4 (and 2 x 8, below). With sixteen of 8 lanes (AVX2) a
- * 16-lane vector takes two: 1 row x 4 tokens (8 + 4 registers, one block
- * decode per 16 multiply-adds). The shape never changes a result. */
+ * AVX-512 has 32 of 16 lanes: 4 x 4, and 2 x 8 (below). With sixteen of
+ * 8 lanes (AVX2) a 16-lane vector takes two: 1 row x 4 tokens (8 + 4
+ * registers, one block decode per 16 multiply-adds). The shape never
+ * changes a result. */
 #ifdef HSQ_CPU_AVX2
 #define FUSED_R 1
 #define FUSED_T 4

@@ -38,19 +38,22 @@ static inline float hsum16(vf16 v)
  * per instruction; two-source shuffles line the pairs up. Where tiles of
  * 4 x 4 dot products each ended in their own hsum16, these reductions
  * were half the time of the tile (perf annotate of tile_4x4q). */
-static inline vf16 hsum16x16(const vf16 v[16])
+static inline __attribute__((always_inline)) vf16 hsum16x16(const vf16 v[16])
 {
 	vf16 a[8], b[4], c[2];
+#pragma GCC unroll 8
 	for (int m = 0; m < 8; m++) /* a_j[i] = v_j[i] + v_j[i + 8]: j = 2m in lanes 0-7, 2m+1 in 8-15 */
 		a[m] = __builtin_shufflevector(v[2 * m], v[2 * m + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21,
 					       22, 23) +
 		       __builtin_shufflevector(v[2 * m], v[2 * m + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28,
 					       29, 30, 31);
+#pragma GCC unroll 4
 	for (int u = 0; u < 4; u++) /* b_j[i] = a_j[i] + a_j[i + 4]: lanes 4k..4k+3 hold j = 4u + k */
 		b[u] = __builtin_shufflevector(a[2 * u], a[2 * u + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25,
 					       26, 27) +
 		       __builtin_shufflevector(a[2 * u], a[2 * u + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29,
 					       30, 31);
+#pragma GCC unroll 2
 	for (int w = 0; w < 2; w++) /* b_j[0] + b_j[2] in lane 2k, b_j[1] + b_j[3] in 2k + 1, j = 8w + k */
 		c[w] = __builtin_shufflevector(b[2 * w], b[2 * w + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25,
 					       28, 29) +

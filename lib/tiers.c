@@ -231,6 +231,7 @@ void tiers_free(struct hsq_tiers *t)
 	}
 	for (int i = 0; i < t->n_rope; i++)
 		free(t->rope[i].cs);
+	free(t->fill);
 	if (t->scratch)
 		for (int i = 0; i < t->n_threads; i++) {
 			tier_scratch *x = &t->scratch[i];

@@ -75,10 +75,11 @@ typedef struct tier_head {
 	uint8_t *l1_res;       /* [cap_l1][code4] in L1 order */
 	uint8_t *l3_res;       /* [cap_l3][code4] in L3 order */
 
-	/* Groups decoded by earlier one-token steps, kept for the next ones
-	 * (consecutive steps fetch mostly the same groups): slot s holds the
-	 * rows of group cache_group[s], K rotated to its positions. Least
-	 * recently used slots are reused. */
+	/* Groups decoded by earlier attend calls, kept for the next ones
+	 * (consecutive tokens fetch mostly the same groups, and a retrieval
+	 * head fetches them all): slot s holds the rows of group
+	 * cache_group[s], K rotated to its positions. Least recently used
+	 * slots are reused. */
 	int n_slots;
 	int32_t *cache_group;  /* [n_slots] group id, -1 = empty */
 	uint64_t *cache_used;  /* [n_slots] attend call that last read the slot */
@@ -124,6 +125,10 @@ struct hsq_tiers {
 	int res_off;                 /* 1: heads decode keys without their residual codes
 				      * (hsq_context_use_residual_keys) */
 	uint64_t n_attend;           /* attend calls so far: the decoded-group cache's clock */
+	int group_cache_off;         /* 1: fetched groups are decoded afresh by every task
+				      * (tests compare the cache against it) */
+	struct tier_fill *fill;      /* [cap_fill] groups an attend call decodes into slots */
+	int cap_fill;
 	int n_tokens;                /* positions covered (snapshot + appended) */
 	hsq_trace_fn trace;
 	void *trace_user;
@@ -132,6 +137,11 @@ struct hsq_tiers {
 	int n_threads;
 	struct tier_scratch *scratch; /* [n_threads] */
 };
+
+/* A group that one attend call decodes into a slot of its head's cache. */
+typedef struct tier_fill {
+	int head, group, slot;
+} tier_fill;
 
 typedef struct tier_scratch {
 	int cap_groups, cap_fetch, cap_scores, cap_pos, cap_keys;

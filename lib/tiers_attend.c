@@ -1,21 +1,25 @@
 /* tiers_attend.c - decode through the HSQ tiers: route, fetch, attend,
  * and compress the tail online.
  *
- * For each token of a chunk and each KV head (one task):
- *   1. route: score every L2 group against the query heads that share
- *      the KV head (the maximum over them), by the bound of q.k its keys'
- *      router codes give and by its key summary, and take groups from the
- *      two rankings in turn while their tokens fit the budget; a retrieval
- *      head (the few with the highest induction score, tiers.h) takes
- *      every group;
- *   2. fetch: decode the chosen groups' L3 codes and rotate the keys to
- *      their positions;
- *   3. attend, for each query head (up to four at once sharing each row
- *      load, tiers_kernels.h): softmax over L1 tokens, the summaries
- *      of the groups not fetched (score + log(group size): a summary stands
- *      for that many tokens with the same key), the fetched tokens and the
- *      tail up to the token's own position; fetched groups' summaries are
- *      masked so no token counts twice.
+ * A chunk of tokens goes through three steps, each in parallel:
+ *   1. route, for each token and KV head (one task): score every L2 group
+ *      against the query heads that share the KV head (the maximum over
+ *      them), by the bound of q.k its keys' router codes give and by its
+ *      key summary, and take groups from the two rankings in turn while
+ *      their tokens fit the budget; a retrieval head (the few with the
+ *      highest induction score, tiers.h) takes every group;
+ *   2. fetch: decode each group that some token of the chunk takes, once,
+ *      into a slot of its head's decoded-group cache (which keeps it for
+ *      the next calls), the keys rotated to their positions; a group the
+ *      full cache has no slot for is decoded by each task that takes it;
+ *   3. attend, for each token and KV head, for each query head (up to four
+ *      at once sharing each row load, tiers_kernels.h): softmax over L1
+ *      tokens, the summaries of the groups not fetched (score + log(group
+ *      size): a summary stands for that many tokens with the same key),
+ *      the fetched tokens and the tail up to the token's own position;
+ *      fetched groups' summaries are masked so no token counts twice.
+ * Decoding is deterministic, so where a group's rows come from changes no
+ * bit of the result: a chunk gives the logits of its tokens one at a time.
  * Sliding-window layers only hold L1 and the tail, masked to the window. */
 #include <limits.h>
 #include <math.h>
@@ -143,8 +147,9 @@ typedef struct attend_job {
 	int *n_trace;          /* [n * H] */
 	int max_groups;
 	double *recall;        /* [n * H] summed over the head's query heads */
-	int use_cache;         /* one-token chunk: one task per head, so the
-				* head's decoded-group cache has one user */
+	int use_cache;         /* 1: fetched groups are read from the heads'
+				* decoded-group caches (filled before the
+				* attention tasks run, read only by them) */
 	uint64_t stamp;        /* this call's clock value for the cache */
 } attend_job;
 
@@ -272,6 +277,91 @@ static void rows_from(float **at, float *const *sr, int Q, int off)
 		at[i] = sr[i] + off;
 }
 
+/* Step 1 for one token and KV head: the groups to fetch, in group order,
+ * into the task's row of the trace. */
+static void route_task(void *arg, int task, int thread)
+{
+	const attend_job *j = arg;
+	struct hsq_tiers *t = j->t;
+	const tier_layer *L = j->L;
+	tier_scratch *x = &t->scratch[thread];
+	int H = t->n_head_kv, G = t->n_head / H, hd = t->head_dim;
+	int ti = task / H, g = task % H;
+	const tier_head *h = &L->heads[g];
+	int32_t *tr = j->trace + (size_t)task * j->max_groups;
+	int n = 0;
+	if (h->n_group > 0 && j->budget > 0) {
+		if (j->budget == INT_MAX || h->retrieval) {
+			for (int k = 0; k < h->n_group; k++)
+				tr[n++] = k;
+		} else {
+			memset(x->fetched, 0, (size_t)h->n_group);
+			route(t, h, j->q + (size_t)ti * t->n_head * hd + (size_t)g * G * hd, G, hd, j->budget, x,
+			      x->fetched);
+			for (int k = 0; k < h->n_group; k++)
+				if (x->fetched[k])
+					tr[n++] = k;
+		}
+	}
+	j->n_trace[task] = n;
+}
+
+/* Decodes group k of head h into rows dk, dv ([group size][head_dim]
+ * each), the keys rotated to their positions. */
+static void decode_group(const struct hsq_tiers *t, const tier_layer *L, const tier_head *h, int k, float *dk,
+			 float *dv)
+{
+	const rope_table *R = &t->rope[L->rope_table];
+	int first = h->g_start[k], size = h->g_start[k + 1] - first, hd = t->head_dim;
+	for (int i = 0; i < size; i++) {
+		tiers_decode_token_res(t, h, h->l3_code + (size_t)(first + i) * tier_code4_pair(t),
+				       h->has_res ? h->l3_res + (size_t)(first + i) * t->code4 : NULL,
+				       dk + (size_t)i * hd, dv + (size_t)i * hd);
+		tiers_rope_rows(t, R, dk + (size_t)i * hd, &h->l3_pos[first + i], 1, +1);
+	}
+}
+
+/* Step 2: the groups the chunk's tokens fetch that no slot holds yet get
+ * a slot of their head's cache (the least recently used one not read in
+ * this call), listed in t->fill for fill_task. Serial: the slots of a head
+ * are shared by every token of the chunk. A group left without a slot
+ * (the cache is full of this call's groups) is decoded by each task that
+ * fetches it, into its scratch. */
+static int assign_slots(const attend_job *j)
+{
+	struct hsq_tiers *t = j->t;
+	tier_layer *L = j->L;
+	int H = t->n_head_kv, n_fill = 0;
+	for (int task = 0; task < j->n * H; task++) {
+		int g = task % H;
+		tier_head *h = &L->heads[g];
+		const int32_t *tr = j->trace + (size_t)task * j->max_groups;
+		for (int f = 0; f < j->n_trace[task]; f++) {
+			int k = tr[f], slot = cache_slot(h, k, j->stamp);
+			if (slot < 0 || h->cache_group[slot] == k)
+				continue; /* no room, or held already */
+			h->cache_group[slot] = k;
+			h->slot_of[k] = slot;
+			t->fill[n_fill++] = (tier_fill){ g, k, slot };
+		}
+	}
+	return n_fill;
+}
+
+/* Step 2, in parallel: decodes one listed group into its slot. */
+static void fill_task(void *arg, int task, int thread)
+{
+	const attend_job *j = arg;
+	const struct hsq_tiers *t = j->t;
+	tier_fill w = t->fill[task];
+	const tier_head *h = &j->L->heads[w.head];
+	size_t rows = (size_t)w.slot * t->params.group_size * t->head_dim;
+	decode_group(t, j->L, h, w.group, h->cache_k + rows, h->cache_v + rows);
+	(void)thread;
+}
+
+/* Step 3 for one token and KV head: gathers the fetched rows (cached, or
+ * decoded into scratch) and attends. */
 static void attend_task(void *arg, int task, int thread)
 {
 	const attend_job *j = arg;
@@ -281,59 +371,34 @@ static void attend_task(void *arg, int task, int thread)
 	int H = t->n_head_kv, G = t->n_head / H, hd = t->head_dim;
 	int ti = task / H, g = task % H, p = j->pos[ti];
 	int wfirst = L->window && p + 1 > L->window ? p + 1 - L->window : 0;
-	tier_head *h = &L->heads[g];
+	const tier_head *h = &L->heads[g];
 	const float *qrow = j->q + (size_t)ti * t->n_head * hd;
-	const rope_table *R = &t->rope[L->rope_table];
 	size_t kvw = (size_t)H * hd;
 
-	/* 1. route */
-	int n_fetch = 0, n_groups_fetched = 0;
-	if (h->n_group > 0) {
+	const int32_t *tr = j->trace + (size_t)task * j->max_groups;
+	int n_groups_fetched = j->n_trace[task], n_fetch = 0;
+	int n_decoded = 0; /* rows decoded into x->fk/fv */
+	if (h->n_group > 0)
 		memset(x->fetched, 0, (size_t)h->n_group);
-		if (j->budget == INT_MAX || (h->retrieval && j->budget > 0)) {
-			memset(x->fetched, 1, (size_t)h->n_group);
-		} else if (j->budget > 0) {
-			route(t, h, qrow + (size_t)g * G * hd, G, hd, j->budget, x, x->fetched);
+	for (int f = 0; f < n_groups_fetched; f++) {
+		int k = tr[f], first = h->g_start[k], size = h->g_start[k + 1] - first;
+		x->fetched[k] = 1;
+		x->gsize[f] = size;
+		for (int i = 0; i < size; i++)
+			x->fpos[n_fetch + i] = h->l3_pos[first + i];
+		n_fetch += size;
+		int slot = j->use_cache ? h->slot_of[k] : -1;
+		if (slot >= 0) { /* filled in step 2, or by an earlier call */
+			x->gk[f] = h->cache_k + (size_t)slot * t->params.group_size * hd;
+			x->gv[f] = h->cache_v + (size_t)slot * t->params.group_size * hd;
+			continue;
 		}
-		/* 2. fetch, in group order: from the cache, or decoded */
-		int32_t *tr = j->trace + (size_t)task * j->max_groups;
-		int n_decoded = 0; /* rows decoded into x->fk/fv */
-		for (int k = 0; k < h->n_group; k++) {
-			if (!x->fetched[k])
-				continue;
-			int first = h->g_start[k], size = h->g_start[k + 1] - first, f = n_groups_fetched++;
-			tr[f] = k;
-			x->gsize[f] = size;
-			for (int i = 0; i < size; i++)
-				x->fpos[n_fetch + i] = h->l3_pos[first + i];
-			n_fetch += size;
-			int slot = j->use_cache ? cache_slot(h, k, j->stamp) : -1;
-			float *dk, *dv;
-			if (slot >= 0) {
-				x->gk[f] = h->cache_k + (size_t)slot * t->params.group_size * hd;
-				x->gv[f] = h->cache_v + (size_t)slot * t->params.group_size * hd;
-				if (h->cache_group[slot] == k)
-					continue; /* hit */
-				h->cache_group[slot] = k;
-				h->slot_of[k] = slot;
-				dk = (float *)x->gk[f];
-				dv = (float *)x->gv[f];
-			} else {
-				dk = x->fk + (size_t)n_decoded * hd;
-				dv = x->fv + (size_t)n_decoded * hd;
-				x->gk[f] = dk;
-				x->gv[f] = dv;
-				n_decoded += size;
-			}
-			for (int i = 0; i < size; i++) {
-				tiers_decode_token_res(t, h, h->l3_code + (size_t)(first + i) * tier_code4_pair(t),
-						       h->has_res ? h->l3_res + (size_t)(first + i) * t->code4 : NULL,
-						       dk + (size_t)i * hd, dv + (size_t)i * hd);
-				tiers_rope_rows(t, R, dk + (size_t)i * hd, &h->l3_pos[first + i], 1, +1);
-			}
-		}
+		float *dk = x->fk + (size_t)n_decoded * hd, *dv = x->fv + (size_t)n_decoded * hd;
+		decode_group(t, L, h, k, dk, dv);
+		x->gk[f] = dk;
+		x->gv[f] = dv;
+		n_decoded += size;
 	}
-	j->n_trace[task] = n_groups_fetched;
 
 	/* 3. attend: up to TIERS_KERNEL_MAXQ query heads at a time share each
 	 * load of a key or value row (tiers_kernels.h); a head's scores are
@@ -458,11 +523,15 @@ void tiers_attend(hsq_context *ctx, struct hsq_tiers *t, int layer, const float 
 						     : t->budget;
 	for (int h = 0; h < H; h++)
 		j.max_groups = L->heads[h].n_group > j.max_groups ? L->heads[h].n_group : j.max_groups;
-	j.use_cache = n == 1 && t->mode == HSQ_MODE_HSQ;
+	j.use_cache = t->mode == HSQ_MODE_HSQ && !t->group_cache_off;
 	j.stamp = ++t->n_attend;
 	j.trace = ctx->tier_trace_buf;
 	j.n_trace = ctx->tier_trace_count;
 	j.recall = full_k ? ctx->tier_recall_buf : NULL;
+	ctx->backend->ops->parallel(ctx->backend, n * H, route_task, &j);
+	int n_fill = j.use_cache ? assign_slots(&j) : 0;
+	if (n_fill > 0)
+		ctx->backend->ops->parallel(ctx->backend, n_fill, fill_task, &j);
 	ctx->backend->ops->parallel(ctx->backend, n * H, attend_task, &j);
 
 	for (int i = 0; i < n * H; i++) { /* hit counts here: tasks of one head run in parallel */
@@ -524,10 +593,18 @@ hsq_status tiers_reserve_chunk(hsq_context *ctx, struct hsq_tiers *t, int n)
 		ctx->tier_recall_buf = rb;
 	if (!tc || !rb)
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the router trace");
-	/* decoded-group caches for one-token steps: room for the groups of a
-	 * full budget if they were all medium (budget / 8), plus slack; a
-	 * retrieval head's cache holds all its groups */
-	if (n == 1 && t->mode == HSQ_MODE_HSQ) {
+	/* decoded-group caches: room for the groups of a full budget if they
+	 * were all medium (budget / 8), plus slack; a retrieval head's cache
+	 * holds all its groups. A call fills at most one slot per group and
+	 * head. */
+	if (t->mode == HSQ_MODE_HSQ) {
+		if ((size_t)H * max_groups > (size_t)t->cap_fill) {
+			tier_fill *fl = realloc(t->fill, (size_t)H * max_groups * sizeof *fl);
+			if (!fl)
+				return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the decoded-group cache");
+			t->fill = fl;
+			t->cap_fill = H * max_groups;
+		}
 		int gs = t->params.group_size, hd = t->head_dim;
 		for (int l = 0; l < t->n_layer; l++)
 			for (int hh = 0; hh < H; hh++) {

@@ -21,9 +21,11 @@
  *                   continuation and the mean negative log-likelihood of
  *                   the document's own next tokens rises by < 0.15 nats
  *                   (keys at wrong positions cost far more);
- *   group cache     one-token steps (fetched groups kept decoded between
- *                   steps, least recently used reused) give bit for bit the
- *                   logits of the same tokens in one chunk (decoded afresh);
+ *   group cache     fetched groups kept decoded between and within attend
+ *                   calls (least recently used slots reused) change nothing:
+ *                   one-token steps, chunks of 5, 1, 7 and 3 tokens and one
+ *                   chunk all give bit for bit the logits of one chunk with
+ *                   the cache off (every group decoded afresh by each task);
  *   online          64 decode steps past the window turn tail tokens into
  *                   groups (counts grow, the tail stays bounded);
  *   snapshots       save -> load gives the same logits, bit for bit; a
@@ -32,7 +34,9 @@
 #include <math.h>
 #include <unistd.h>
 
+#include "context.h"
 #include "golden_util.h"
+#include "tiers.h"
 
 #define N_NEXT 16
 
@@ -247,19 +251,46 @@ Test(tiers, group_cache_changes_nothing)
 {
 	doc_ctx d;
 	open_doc(&d, "tiers group cache");
-	hsq_context *a = prefill(&d, HSQ_MODE_HSQ), *b = prefill(&d, HSQ_MODE_HSQ);
-	cr_assert_eq(hsq_context_set_budget(a, 64), HSQ_OK);
-	cr_assert_eq(hsq_context_set_budget(b, 64), HSQ_OK);
 	size_t V = (size_t)d.info.n_vocab;
-	float *one = continue_logits(&d, a), *chunk = malloc(N_NEXT * V * sizeof *chunk);
-	cr_assert_eq(hsq_context_eval(b, d.next, N_NEXT, chunk, 1), HSQ_OK, "%s", hsq_last_error());
-	cr_assert_eq(memcmp(one, chunk, N_NEXT * V * sizeof *one), 0,
-		     "cached one-token steps differ from the same tokens decoded in one chunk (max %g)",
-		     max_abs_diff(one, chunk, N_NEXT * V));
-	free(one);
-	free(chunk);
-	hsq_context_free(a);
-	hsq_context_free(b);
+	hsq_context *ref = prefill(&d, HSQ_MODE_HSQ);
+	cr_assert_eq(hsq_context_set_budget(ref, 64), HSQ_OK);
+	ref->tiers->group_cache_off = 1;
+	float *want = malloc(N_NEXT * V * sizeof *want), *got = malloc(N_NEXT * V * sizeof *got);
+	cr_assert_eq(hsq_context_eval(ref, d.next, N_NEXT, want, 1), HSQ_OK, "%s", hsq_last_error());
+	hsq_context_free(ref);
+
+	static const int splits[][5] = { /* chunk sizes, 0-terminated */
+		{ N_NEXT, 0 }, { 5, 1, 7, 3, 0 } };
+	for (int s = 0; s < 3; s++) {
+		hsq_context *c = prefill(&d, HSQ_MODE_HSQ);
+		cr_assert_eq(hsq_context_set_budget(c, 64), HSQ_OK);
+		const char *how = s == 2 ? "one-token steps" : s == 0 ? "one chunk" : "chunks of 5, 1, 7, 3";
+		if (s == 2) {
+			float *one = continue_logits(&d, c);
+			memcpy(got, one, N_NEXT * V * sizeof *got);
+			free(one);
+		} else {
+			int at = 0;
+			for (int i = 0; splits[s][i]; i++) {
+				cr_assert_eq(hsq_context_eval(c, d.next + at, splits[s][i], got + at * V, 1), HSQ_OK,
+					     "%s", hsq_last_error());
+				at += splits[s][i];
+			}
+			cr_assert_eq(at, N_NEXT);
+		}
+		int cached = 0;
+		for (int l = 0; l < d.info.n_layer; l++)
+			for (int h = 0; h < d.info.n_head_kv; h++)
+				for (int k = 0; k < c->tiers->layers[l].heads[h].n_slots; k++)
+					cached += c->tiers->layers[l].heads[h].cache_group[k] >= 0;
+		cr_assert_gt(cached, 0, "%s: the cache holds no group", how);
+		cr_assert_eq(memcmp(want, got, N_NEXT * V * sizeof *got), 0,
+			     "%s with the group cache differ from one chunk without it (max %g)", how,
+			     max_abs_diff(want, got, N_NEXT * V));
+		hsq_context_free(c);
+	}
+	free(want);
+	free(got);
 	close_doc(&d);
 }
 

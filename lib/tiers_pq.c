@@ -40,6 +40,9 @@
 #include "error.h"
 #include "tiers.h"
 #include "vec_f32.h"
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 /* At most this many keys train a head's centroids (every k-th key, in L3
  * order), and this many Lloyd iterations: enough to settle 16 centroids
@@ -47,10 +50,43 @@
 #define PQ_FIT_MAX 4096
 #define PQ_FIT_ITERATIONS 8
 
-/* Index of the centroid of subspace cb ([TIER_PQ_K][TIER_PQ_SUB]) nearest
- * to x[TIER_PQ_SUB]; ties to the lower index. */
-static int nearest(const float *cb, const float *x)
+/* The centroids of a head's subspaces transposed, cbt[s][j][c] =
+ * centroid c of subspace s, channel j, so that 16 distances are one
+ * vector (nearest). [m][TIER_PQ_SUB][TIER_PQ_K] floats. */
+static void transpose_centroids(const float *cent, int m, float *cbt)
 {
+	for (int s = 0; s < m; s++)
+		for (int c = 0; c < TIER_PQ_K; c++)
+			for (int j = 0; j < TIER_PQ_SUB; j++)
+				cbt[((size_t)s * TIER_PQ_SUB + j) * TIER_PQ_K + c] =
+					cent[((size_t)s * TIER_PQ_K + c) * TIER_PQ_SUB + j];
+}
+
+/* Index of the centroid of one subspace (cb: [TIER_PQ_K][TIER_PQ_SUB];
+ * cbt: the same transposed, [TIER_PQ_SUB][TIER_PQ_K]) nearest to
+ * sub-vector x, the lowest index on ties. Every build computes a squared
+ * distance as (((0 + e0^2) + e1^2) + e2^2) + e3^2, each square rounded
+ * before its addition (what gcc makes of the portable loop), so the
+ * AVX-512 path picks the same centroids: the codes do not depend on it. */
+static int nearest(const float *cb, const float *cbt, const float *x)
+{
+#if defined(__AVX512F__) && TIER_PQ_K == 16
+	(void)cb;
+	vf16 d = { 0 };
+	for (int j = 0; j < TIER_PQ_SUB; j++) {
+		vf16 e = x[j] - load16(cbt + j * TIER_PQ_K);
+		vf16 sq = e * e;
+		__asm__("" : "+v"(sq)); /* not contracted into an FMA with the addition */
+		d = d + sq;
+	}
+	__m512 dv = (__m512)d; /* a NaN distance never wins, as below: made +inf */
+	dv = _mm512_mask_mov_ps(dv, _mm512_cmp_ps_mask(dv, dv, _CMP_UNORD_Q), _mm512_set1_ps(INFINITY));
+	float m = _mm512_reduce_min_ps(dv);
+	if (!(m < INFINITY))
+		return 0;
+	return __builtin_ctz(_mm512_cmp_ps_mask(dv, _mm512_set1_ps(m), _CMP_EQ_OQ));
+#else
+	(void)cbt;
 	int best = 0;
 	float best_d = INFINITY;
 	for (int c = 0; c < TIER_PQ_K; c++) {
@@ -65,6 +101,7 @@ static int nearest(const float *cb, const float *x)
 		}
 	}
 	return best;
+#endif
 }
 
 /* Key of L3 token i of head h after RoPE, as the router codes it. */
@@ -75,12 +112,14 @@ static void router_key(const struct hsq_tiers *t, const tier_head *h, const rope
 	tiers_rope_rows(t, r, k, &h->l3_pos[i], 1, +1);
 }
 
-/* Writes the indices of key k (L3 token i). */
-static void encode_key(const struct hsq_tiers *t, tier_head *h, const float *k, int i)
+/* Writes the indices of key k (L3 token i); cbt: the head's centroids
+ * transposed (transpose_centroids). */
+static void encode_key(const struct hsq_tiers *t, tier_head *h, const float *cbt, const float *k, int i)
 {
 	int m = tier_pq_subspaces(t->head_dim);
 	for (int s = 0; s < m; s++) {
-		int c = nearest(h->pq_centroid + (size_t)s * TIER_PQ_K * TIER_PQ_SUB, k + s * TIER_PQ_SUB);
+		int c = nearest(h->pq_centroid + (size_t)s * TIER_PQ_K * TIER_PQ_SUB,
+				cbt + (size_t)s * TIER_PQ_SUB * TIER_PQ_K, k + s * TIER_PQ_SUB);
 		uint8_t *b = h->pq_code + tier_pq_nibble(t->head_dim, i, s);
 		*b = (uint8_t)(i % 2 ? (*b & 0x0f) | c << 4 : (*b & 0xf0) | c);
 	}
@@ -151,10 +190,11 @@ hsq_status tiers_pq_add(const struct hsq_tiers *t, tier_head *h, const rope_tabl
 		/* before the fit, which codes every key; after it, a head that had
 		 * no groups then is fitted on its first online group */
 		return t->pq_fitted ? tiers_pq_fit(t, h, r) : HSQ_OK;
-	float k[HSQ_CODEC_MAX_DIM];
+	float k[HSQ_CODEC_MAX_DIM], cbt[HSQ_CODEC_MAX_DIM * TIER_PQ_K];
+	transpose_centroids(h->pq_centroid, tier_pq_subspaces(t->head_dim), cbt);
 	for (int i = first; i < first + n; i++) {
 		router_key(t, h, r, i, k);
-		encode_key(t, h, k, i);
+		encode_key(t, h, cbt, k, i);
 		double err = code_error(t, h, k, i);
 		if (err > (double)h->pq_step * 255.0) {
 			/* a key farther from the centroids than any they were
@@ -201,10 +241,12 @@ hsq_status tiers_pq_fit(const struct hsq_tiers *t, tier_head *h, const rope_tabl
 			       TIER_PQ_SUB * sizeof *cb);
 		for (int it = 0; it < PQ_FIT_ITERATIONS; it++) {
 			int count[TIER_PQ_K] = { 0 };
+			float cbt[TIER_PQ_SUB * TIER_PQ_K];
+			transpose_centroids(cb, 1, cbt);
 			memset(sum, 0, TIER_PQ_K * TIER_PQ_SUB * sizeof *sum);
 			for (int i = 0; i < n_fit; i++) {
 				const float *xs = x + (size_t)i * hd + s * TIER_PQ_SUB;
-				int c = nearest(cb, xs);
+				int c = nearest(cb, cbt, xs);
 				count[c]++;
 				for (int j = 0; j < TIER_PQ_SUB; j++)
 					sum[c * TIER_PQ_SUB + j] += xs[j];
@@ -216,10 +258,16 @@ hsq_status tiers_pq_fit(const struct hsq_tiers *t, tier_head *h, const rope_tabl
 	}
 	/* code every key, then the radius step: the largest error in 255 steps */
 	double max_err = 0.0;
+	float cbt[HSQ_CODEC_MAX_DIM * TIER_PQ_K];
+	transpose_centroids(cent, m, cbt);
 	for (int i = 0; i < n; i++) {
-		router_key(t, h, r, i, k);
-		encode_key(t, h, k, i);
-		err[i] = code_error(t, h, k, i);
+		const float *key = k;
+		if (stride == 1) /* every key trained the centroids: x holds it */
+			key = x + (size_t)i * hd;
+		else
+			router_key(t, h, r, i, k);
+		encode_key(t, h, cbt, key, i);
+		err[i] = code_error(t, h, key, i);
 		max_err = err[i] > max_err ? err[i] : max_err;
 	}
 	h->pq_step = radius_step(max_err);

@@ -89,8 +89,22 @@ static double sub_dist(const float *cent, const float *x)
 	return d;
 }
 
+/* The squared distance as every build of nearest() computes it in float
+ * (tiers_pq.c): each square rounded, added left to right from 0. */
+static float sub_dist_f(const float *cent, const float *x)
+{
+	float d = 0.0f;
+	for (int j = 0; j < TIER_PQ_SUB; j++) {
+		float e = x[j] - cent[j];
+		volatile float sq = e * e; /* rounded: not contracted into an FMA */
+		d += sq;
+	}
+	return d;
+}
+
 /* L3 key i of head h (layer l) carries the index of its nearest centroid
- * in every subspace, and a radius no smaller than its distance to what
+ * in every subspace (exactly the first smallest float distance, and within
+ * 1e-5 of the smallest in double), and a radius no smaller than its distance to what
  * the indices reconstruct, and at most one radius unit larger. */
 static void assert_key_coded(const struct hsq_tiers *t, int l, const tier_head *h, int i)
 {
@@ -102,10 +116,21 @@ static void assert_key_coded(const struct hsq_tiers *t, int l, const tier_head *
 		const float *cb = h->pq_centroid + (size_t)s * TIER_PQ_K * TIER_PQ_SUB;
 		double mine = sub_dist(cb + code_of(t, h, i, s) * TIER_PQ_SUB, k + s * TIER_PQ_SUB);
 		e2 += mine;
-		for (int c = 0; c < TIER_PQ_K; c++)
+		int first = 0;
+		float best = INFINITY;
+		for (int c = 0; c < TIER_PQ_K; c++) {
 			cr_assert(mine <= sub_dist(cb + c * TIER_PQ_SUB, k + s * TIER_PQ_SUB) * (1 + 1e-5) + 1e-9,
 				  "layer %d token %d subspace %d: code %d is not the nearest (%d is)", l, i, s,
 				  code_of(t, h, i, s), c);
+			float d = sub_dist_f(cb + c * TIER_PQ_SUB, k + s * TIER_PQ_SUB);
+			if (d < best) {
+				best = d;
+				first = c;
+			}
+		}
+		cr_assert_eq(code_of(t, h, i, s), first,
+			     "layer %d token %d subspace %d: code %d, but the first smallest float distance is %d's",
+			     l, i, s, code_of(t, h, i, s), first);
 	}
 	double r = (double)h->pq_step * h->pq_radius[i];
 	cr_assert(r >= sqrt(e2) * (1 - 1e-6), "layer %d token %d: radius %g below the error %g", l, i, r, sqrt(e2));

@@ -231,10 +231,14 @@ fused_tile(block_decoder decode, size_t block_bytes, const uint8_t *w, size_t ro
 #define FUSED_T 4
 /* Batches of 8 tokens and more go 2 rows x 8 tokens at a time: one block
  * decode per 16 multiply-adds instead of per 8, 16 accumulators
- * (bench/matmul: 52-53 -> 57 GFLOP/s at 512 tokens; 2 x 12 was slower,
- * 12 tokens of 2048 columns no longer stay in L1). */
+ * (bench/matmul, Q4_1 at 512 tokens: 52-53 -> 57 GFLOP/s on a Zen 4,
+ * 53-56 -> 59-60 on a Xeon; 2 x 12 was slower). Only for rows of up to
+ * 1024 columns: 8 tokens of 2048 columns are 64 KiB, more than L1 holds,
+ * and the tile fell behind 4 x 4 there (Xeon, 640 x 2048: Q4_1 57 -> 45.5,
+ * Q8_0 68 -> 46 GFLOP/s). */
 #define FUSED_WIDE_R 2
 #define FUSED_WIDE_T 8
+#define FUSED_WIDE_MAX_COLS 1024
 #define FUSED_WIDE_CASES(decode, block_bytes)                                                                  \
 	case 2 * 16 + 8: FUSED_TILE(decode, block_bytes, w, rb, 2, x, ldx, 8, n, y, ldy); break;                \
 	case 1 * 16 + 8: FUSED_TILE(decode, block_bytes, w, rb, 1, x, ldx, 8, n, y, ldy); break;
@@ -286,7 +290,7 @@ static void matmul_fused(const matmul_job *j, fused_fn fn, int r0, int nr)
 	const uint8_t *base = w->data + (size_t)r0 * w->row_bytes;
 	int t = 0;
 #ifdef FUSED_WIDE_T
-	for (; t + FUSED_WIDE_T <= j->n_tok; t += FUSED_WIDE_T) {
+	for (; n <= FUSED_WIDE_MAX_COLS && t + FUSED_WIDE_T <= j->n_tok; t += FUSED_WIDE_T) {
 		int r = 0;
 		for (; r + FUSED_WIDE_R <= nr; r += FUSED_WIDE_R)
 			fn(base + (size_t)r * w->row_bytes, w->row_bytes, FUSED_WIDE_R, j->x + (size_t)t * n, n,

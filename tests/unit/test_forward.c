@@ -77,12 +77,12 @@ Test(backend, matmul_matches_naive_for_every_batch_shape)
  * 8-lane kernels of backend_cpu_avx2.h) against dequant_row and a double
  * reference, for every batch shape: every tile (rows x tokens) and tail,
  * bit-identical to the one-token result. Tolerance 1e-5 relative: fp32
- * sums of 256 products of values below 16 in magnitude. */
-static void check_fused_type(uint32_t type, int block_bytes)
+ * sums of 256 or 1280 products of values below 16 in magnitude. */
+static void check_fused_cols(uint32_t type, int block_bytes, int COLS)
 {
 	hsq_backend *be;
 	cr_assert_eq(backend_cpu_new(2, &be), HSQ_OK);
-	enum { ROWS = 37, COLS = 256, MAXB = 14 }; /* batches of 8 + 4 + 1 go through every tile shape */
+	enum { ROWS = 37, MAXB = 14 }; /* batches of 8 + 4 + 1 go through every tile shape */
 	hsq_model fake = { 0 };
 	fake.info.n_embd = COLS; fake.info.n_ff = COLS; fake.info.n_head = 1; fake.info.head_dim = COLS;
 	cr_assert_eq(be->ops->prepare(be, &fake, 16), HSQ_OK);
@@ -126,6 +126,14 @@ static void check_fused_type(uint32_t type, int block_bytes)
 	}
 	be->ops->destroy(be);
 	free(w); free(wf); free(x); free(y); free(y1);
+}
+
+/* 256 columns take the 2 x 8 tile for 8 tokens and more (AVX-512), 1280
+ * columns the 4 x 4 tile (FUSED_WIDE_MAX_COLS, backend_cpu.c). */
+static void check_fused_type(uint32_t type, int block_bytes)
+{
+	check_fused_cols(type, block_bytes, 256);
+	check_fused_cols(type, block_bytes, 1280);
 }
 
 Test(backend, fused_quant_matmul_matches_dequant_for_every_batch_shape)

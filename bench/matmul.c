@@ -3,11 +3,13 @@
  * usage: matmul [THREADS [SECONDS]]
  *
  * Random weights in the layouts the models use (F32 rows as they are;
- * Q4_1 (SmolLM2) and Q8_0 through the fused kernels; Q5_0, Q4_K and Q6_K
- * (gemma-3-270m) dequantized to scratch, then tiled), shaped like
- * gemma-3-270m's projections (1024 x 640, 2048 x 640, 640 x 2048; rows x
- * cols, the cols a multiple of the type's block), times a prefill batch of
- * 512 tokens and a decode step of one.
+ * Q4_1 (SmolLM2), Q8_0 and Q5_0 through the fused kernels for small
+ * batches and dequantized to scratch, then tiled, for larger ones
+ * (backend_cpu.c, fused_for); Q4_K and Q6_K (gemma-3-270m) always
+ * dequantized), shaped like gemma-3-270m's projections (1024 x 640,
+ * 2048 x 640, 640 x 2048; rows x cols, the cols a multiple of the type's
+ * block), times batches of 512, 64, 16, 8 and 4 tokens (prefill chunks,
+ * a question) and a decode step of one.
  * Each case repeats for about SECONDS (default 1) and prints the best
  * rate: 2 * rows * cols * tokens / time. Prints a checksum of the outputs
  * so two builds can be compared for the same results. */
@@ -117,7 +119,7 @@ int main(int argc, char **argv)
 		{ GGML_TYPE_Q5_0, "q5_0", 32 },  { GGML_TYPE_Q4_K, "q4_k", 256 }, { GGML_TYPE_Q6_K, "q6_k", 256 },
 	};
 	static const int shapes[][2] = { { 1024, 640 }, { 2048, 640 }, { 640, 2048 } };
-	static const int batches[] = { 512, 1 };
+	static const int batches[] = { 512, 64, 16, 8, 4, 1 };
 	int max_rows = 2048, max_cols = 2048, max_tok = 512;
 	uint8_t *wdata = malloc((size_t)max_rows * max_cols * 4);
 	float *x = malloc((size_t)max_tok * max_cols * sizeof *x);

@@ -265,19 +265,22 @@ DEFINE_FUSED(fused_q8_0, q8_0, Q8_0_BYTES)
 typedef void (*fused_fn)(const uint8_t *w, size_t rb, int R, const float *x, int ldx, int T, int n, float *y, int ldy);
 
 /* The fused kernel for a type, or NULL: dequantize each task's rows to
- * scratch once and tile them (the same sums either way). Q5_0's fifth
- * bits make its block decode dearer than a tile's share of the scratch
- * pass once a batch has 6 tokens (bench/matmul, AVX-512: 43 against 50
- * GFLOP/s at 512 tokens); for fewer, decode above all, the fused kernel
- * saves the scratch round trip (one token: 23 against 9 GFLOP/s; the
- * AVX2 kernels 9.4 against 5.8). */
+ * scratch once and tile them (the same sums either way). A fused kernel
+ * decodes each block once per tile of tokens, the scratch pass once per
+ * matmul, so from some batch size on the scratch pass wins: Q5_0, whose
+ * fifth bits make the block decode dear, from 6 tokens (bench/matmul on
+ * the AMD VM: 43 against 50 GFLOP/s at 512 tokens; one token 23 against
+ * 9); Q4_0, Q4_1 and Q8_0 from 16 (on the Xeon, one thread: Q4_1 at 16
+ * tokens 63-76 -> 79-112 GFLOP/s, at 512 tokens 58-63 -> 85-137; Q8_0 at
+ * 16 tokens 67-76 -> 80-108; at 8 tokens neither wins everywhere). The
+ * AVX2 kernels 9.4 against 5.8 for one Q5_0 token. */
 static fused_fn fused_for(uint32_t type, int n_tok)
 {
 	switch (type) {
-	case GGML_TYPE_Q4_0: return fused_q4_0;
-	case GGML_TYPE_Q4_1: return fused_q4_1;
+	case GGML_TYPE_Q4_0: return n_tok < 16 ? fused_q4_0 : NULL;
+	case GGML_TYPE_Q4_1: return n_tok < 16 ? fused_q4_1 : NULL;
 	case GGML_TYPE_Q5_0: return n_tok < 6 ? fused_q5_0 : NULL;
-	case GGML_TYPE_Q8_0: return fused_q8_0;
+	case GGML_TYPE_Q8_0: return n_tok < 16 ? fused_q8_0 : NULL;
 	default: return NULL;
 	}
 }

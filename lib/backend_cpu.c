@@ -229,10 +229,11 @@ fused_tile(block_decoder decode, size_t block_bytes, const uint8_t *w, size_t ro
 #else
 #define FUSED_R 4
 #define FUSED_T 4
-/* Batches of 8 tokens and more go 2 rows x 8 tokens at a time: one block
- * decode per 16 multiply-adds instead of per 8, 16 accumulators
- * (bench/matmul, Q4_1 at 512 tokens: 52-53 -> 57 GFLOP/s on a Zen 4,
- * 53-56 -> 59-60 on a Xeon; 2 x 12 was slower). Only for rows of up to
+/* Fused batches of 8 tokens and more (8 to 15 since fused_for sends
+ * larger ones to the scratch pass) go 2 rows x 8 tokens at a time: one
+ * block decode per 16 multiply-adds instead of per 8, 16 accumulators
+ * (bench/matmul, Q4_1 at 512 tokens when those were fused: 52-53 -> 57
+ * GFLOP/s on a Zen 4, 53-56 -> 59-60 on a Xeon; 2 x 12 was slower). Only for rows of up to
  * 1024 columns: 8 tokens of 2048 columns are 64 KiB, more than L1 holds,
  * and the tile fell behind 4 x 4 there (Xeon, 640 x 2048: Q4_1 57 -> 45.5,
  * Q8_0 68 -> 46 GFLOP/s). */

@@ -1,0 +1,66 @@
+#!/bin/sh
+# needle-grid.sh LENGTH [FIRST-LAST] - one row of the needle grid in
+# BENCHMARKS.md (hsq-eval needle, the evaluation issue's documented run):
+# context LENGTH tokens, depths 10,30,50,70,90%, trial indices FIRST to LAST
+# of 100 per cell (default 0-99), the five methods, seed 1, haystacks cut
+# from the first 40 State of the Union addresses of the 1800s in
+# ../shared/corpora/sotu/.
+#
+# A row takes hours on two cores (a 4K trial is about 27 s of wall time with
+# two workers on the 2-core VM, an 8K trial several times that), more than
+# one session, so the trials run in blocks of ten indices, each block a
+# resumable hsq-eval run over all five depths: stopped at any point, every
+# cell has grown by whole blocks but for the block in flight, and running
+# the same command again picks up where the log ends (--resume skips what
+# the log holds). The log is bench/results/needle-<L/1024>k-5methods.jsonl,
+# the table of the last block (over every trial in the log) goes to the
+# matching .out file.
+#
+# Environment: HSQ_EVAL (default build/bin/hsq-eval), HSQ_NEEDLE_JOBS worker
+# processes (default: the cores), HSQ_NEEDLE_LOG (the log), HSQ_NEEDLE_BLOCK
+# (indices per block, default 10).
+set -eu
+usage() {
+	echo "usage: bench/needle-grid.sh LENGTH [FIRST-LAST]   (e.g. 8192 0-99)" >&2
+	exit 2
+}
+[ $# -ge 1 ] && [ $# -le 2 ] || usage
+len=$1
+range=${2:-0-99}
+case $len in '' | *[!0-9]*) usage ;; esac
+first=${range%-*}
+last=${range#*-}
+case $first$last in '' | *[!0-9]*) usage ;; esac
+[ "$first" -le "$last" ] && [ "$last" -le 99 ] || usage
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+eval_bin=${HSQ_EVAL:-build/bin/hsq-eval}
+jobs=${HSQ_NEEDLE_JOBS:-$(nproc)}
+block=${HSQ_NEEDLE_BLOCK:-10}
+log=${HSQ_NEEDLE_LOG:-bench/results/needle-$((len / 1024))k-5methods.jsonl}
+out=${log%.jsonl}.out
+[ -x "$eval_bin" ] || { echo "needle-grid.sh: $eval_bin is not built; run make first" >&2; exit 1; }
+if ! ls ../shared/corpora/sotu/18[0-9][0-9]_*.txt > /dev/null 2>&1; then
+	echo "SKIP: needle-grid.sh: ../shared/corpora/sotu/ is absent (the haystacks are read from it)"
+	exit 0
+fi
+mkdir -p "$(dirname "$log")"
+hay=$(ls ../shared/corpora/sotu/18[0-9][0-9]_*.txt | head -n 40 | paste -sd, -)
+
+# One thread a worker: trials side by side beat threads within a trial
+# (BENCHMARKS.md, "hsq-eval --jobs").
+resume=
+[ -s "$log" ] && resume=--resume
+a=$first
+while [ "$a" -le "$last" ]; do
+	b=$((a + block - 1))
+	[ "$b" -le "$last" ] || b=$last
+	echo "needle-grid.sh: length $len, trials $a-$b, $(date -u '+%Y-%m-%d %H:%M:%S') UTC" >&2
+	"$eval_bin" needle --haystack "$hay" --lengths "$len" --trials 100 --only-trials "$a-$b" \
+		--jobs "$jobs" -t 1 --methods full,quant,hsq,streaming,snapkv --log "$log" $resume > "$out.tmp"
+	mv "$out.tmp" "$out"
+	resume=--resume
+	a=$((b + 1))
+done
+cat "$out"

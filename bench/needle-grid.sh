@@ -6,7 +6,7 @@
 # from the first 40 State of the Union addresses of the 1800s in
 # ../shared/corpora/sotu/.
 #
-# A row takes hours on two cores (a 4K trial is about 27 s of wall time with
+# A row takes hours on two cores (a 4K trial is about 28 s of wall time with
 # two workers on the 2-core VM, an 8K trial several times that), more than
 # one session, so the trials run in blocks of ten indices, each block a
 # resumable hsq-eval run over all five depths: stopped at any point, every

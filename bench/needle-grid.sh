@@ -18,7 +18,8 @@
 #
 # Environment: HSQ_EVAL (default build/bin/hsq-eval), HSQ_NEEDLE_JOBS worker
 # processes (default: the cores), HSQ_NEEDLE_LOG (the log), HSQ_NEEDLE_BLOCK
-# (indices per block, default 10).
+# (indices per block, default 10); a relative path is taken from the
+# directory the script is run in.
 set -eu
 usage() {
 	echo "usage: bench/needle-grid.sh LENGTH [FIRST-LAST]   (e.g. 8192 0-99)" >&2
@@ -33,12 +34,21 @@ last=${range#*-}
 case $first$last in '' | *[!0-9]*) usage ;; esac
 [ "$first" -le "$last" ] && [ "$last" -le 99 ] || usage
 
-here=$(cd "$(dirname "$0")/.." && pwd)
-cd "$here"
-eval_bin=${HSQ_EVAL:-build/bin/hsq-eval}
+# paths given in the environment are the caller's, relative to where it runs
+abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+eval_bin=
+[ -z "${HSQ_EVAL:-}" ] || eval_bin=$(abspath "$HSQ_EVAL")
+log=
+[ -z "${HSQ_NEEDLE_LOG:-}" ] || log=$(abspath "$HSQ_NEEDLE_LOG")
 jobs=${HSQ_NEEDLE_JOBS:-$(nproc)}
 block=${HSQ_NEEDLE_BLOCK:-10}
-log=${HSQ_NEEDLE_LOG:-bench/results/needle-$((len / 1024))k-5methods.jsonl}
+case $jobs$block in '' | *[!0-9]*) usage ;; esac
+[ "$jobs" -ge 1 ] && [ "$block" -ge 1 ] || usage
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+eval_bin=${eval_bin:-build/bin/hsq-eval}
+log=${log:-bench/results/needle-$((len / 1024))k-5methods.jsonl}
 out=${log%.jsonl}.out
 [ -x "$eval_bin" ] || { echo "needle-grid.sh: $eval_bin is not built; run make first" >&2; exit 1; }
 if ! ls ../shared/corpora/sotu/18[0-9][0-9]_*.txt > /dev/null 2>&1; then
@@ -50,6 +60,7 @@ hay=$(ls ../shared/corpora/sotu/18[0-9][0-9]_*.txt | head -n 40 | paste -sd, -)
 
 # One thread a worker: trials side by side beat threads within a trial
 # (BENCHMARKS.md, "hsq-eval --jobs").
+trap 'rm -f "$out.tmp"' EXIT
 resume=
 [ -s "$log" ] && resume=--resume
 a=$first

@@ -6,15 +6,15 @@
 # from the first 40 State of the Union addresses of the 1800s in
 # ../shared/corpora/sotu/.
 #
-# A row takes hours on two cores (with two workers on the 2-core VM a trial
-# is about 28 s of wall time at 4K, 65 s at 8K, about 9 hours for the 8K row),
-# more than one session, so the trials run in blocks of ten indices, each block a
-# resumable hsq-eval run over all five depths: stopped at any point, every
-# cell has grown by whole blocks but for the block in flight, and running
-# the same command again picks up where the log ends (--resume skips what
-# the log holds). The log is bench/results/needle-<L/1024>k-5methods.jsonl,
-# the table of the last block (over every trial in the log) goes to the
-# matching .out file.
+# A row takes hours on two cores (with two workers on the 2-core VM a trial is
+# about 28 s of wall time at 4K, 65 s at 8K, about 9 hours for the 8K row),
+# more than one session, so the trials run in blocks of ten indices, each
+# block a resumable hsq-eval run over all five depths: stopped at any point,
+# every cell has grown by whole blocks but for the block in flight, and
+# running the same command again picks up where the log ends (--resume skips
+# what the log holds). The log is
+# bench/results/needle-<L/1024>k-5methods.jsonl, the table of the last block
+# (over every trial in the log) goes to the matching .out file.
 #
 # Environment: HSQ_EVAL (default build/bin/hsq-eval), HSQ_NEEDLE_JOBS worker
 # processes (default: the cores), HSQ_NEEDLE_LOG (the log), HSQ_NEEDLE_BLOCK

@@ -60,7 +60,19 @@ hay=$(ls ../shared/corpora/sotu/18[0-9][0-9]_*.txt | head -n 40 | paste -sd, -)
 
 # One thread a worker: trials side by side beat threads within a trial
 # (BENCHMARKS.md, "hsq-eval --jobs").
+# A block runs in the background so that a signal to this script reaches it
+# at once (a foreground child would make the shell wait for it, and a
+# signal that kills the shell skips the EXIT trap): the block in flight is
+# stopped, its finished trials stay in the log.
+child=
 trap 'rm -f "$out.tmp"' EXIT
+stop() {
+	[ -z "$child" ] || kill -TERM "$child" 2> /dev/null || :
+	exit "$1"
+}
+trap 'stop 129' HUP
+trap 'stop 130' INT
+trap 'stop 143' TERM
 resume=
 [ -s "$log" ] && resume=--resume
 a=$first
@@ -69,7 +81,10 @@ while [ "$a" -le "$last" ]; do
 	[ "$b" -le "$last" ] || b=$last
 	echo "needle-grid.sh: length $len, trials $a-$b, $(date -u '+%Y-%m-%d %H:%M:%S') UTC" >&2
 	"$eval_bin" needle --haystack "$hay" --lengths "$len" --trials 100 --only-trials "$a-$b" \
-		--jobs "$jobs" -t 1 --methods full,quant,hsq,streaming,snapkv --log "$log" $resume > "$out.tmp"
+		--jobs "$jobs" -t 1 --methods full,quant,hsq,streaming,snapkv --log "$log" $resume > "$out.tmp" &
+	child=$!
+	wait "$child"
+	child=
 	mv "$out.tmp" "$out"
 	resume=--resume
 	a=$((b + 1))

@@ -7,7 +7,7 @@
 # ../shared/corpora/sotu/.
 #
 # A row takes hours on two cores (with two workers on the 2-core VM a trial is
-# about 28 s of wall time at 4K, 65 s at 8K, about 9 hours for the 8K row),
+# about 28 s of wall time at 4K, 57 s at 8K, about 8 hours for the 8K row),
 # more than one session, so the trials run in blocks of ten indices, each
 # block a resumable hsq-eval run over all five depths: stopped at any point,
 # every cell has grown by whole blocks but for the block in flight, and

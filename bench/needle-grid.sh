@@ -58,8 +58,6 @@ fi
 mkdir -p "$(dirname "$log")"
 hay=$(ls ../shared/corpora/sotu/18[0-9][0-9]_*.txt | head -n 40 | paste -sd, -)
 
-# One thread a worker: trials side by side beat threads within a trial
-# (BENCHMARKS.md, "hsq-eval --jobs").
 # A block runs in the background so that a signal to this script reaches it
 # at once (a foreground child would make the shell wait for it, and a
 # signal that kills the shell skips the EXIT trap): the block in flight is
@@ -79,6 +77,8 @@ a=$first
 while [ "$a" -le "$last" ]; do
 	b=$((a + block - 1))
 	[ "$b" -le "$last" ] || b=$last
+	# one thread a worker: trials side by side beat threads within a trial
+	# (BENCHMARKS.md, "hsq-eval --jobs")
 	echo "needle-grid.sh: length $len, trials $a-$b, $(date -u '+%Y-%m-%d %H:%M:%S') UTC" >&2
 	"$eval_bin" needle --haystack "$hay" --lengths "$len" --trials 100 --only-trials "$a-$b" \
 		--jobs "$jobs" -t 1 --methods full,quant,hsq,streaming,snapkv --log "$log" $resume > "$out.tmp" &

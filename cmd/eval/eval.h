@@ -231,6 +231,9 @@ void eval_report_write(const char *dir, const char *name, void (*fn)(FILE *f, co
 /* Removed at exit and on SIGINT/SIGTERM/SIGHUP unless forgotten first:
  * temporary files and directories (a directory after its files). */
 void eval_cleanup_add(const char *path);
+/* A private directory (mkdtemp): emptied of whatever is left in it, then
+ * removed. */
+void eval_cleanup_add_dir(const char *dir);
 void eval_cleanup_forget(const char *path);
 /* Forgets every path: a --jobs worker leaves the parent's to the parent. */
 void eval_cleanup_reset(void);

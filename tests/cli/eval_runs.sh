@@ -215,6 +215,22 @@ expect "the stopped run resumes" 0 ""
 [ "$(tail -n +2 k.jsonl | sort)" = "$(tail -n +2 a.jsonl | sort)" ] && ok "and its log holds the same records" ||
 	fail "logs differ"
 
+# --- a signal while a snapshot is being saved: the library's temporary file
+# (".doc.hsq.XXXXXXXX.tmp") is in the run's directory, which must still go
+mkdir -p "$TMPDIR/sig"
+TMPDIR="$TMPDIR/sig" "$E" $NEEDLE --log sig.jsonl >/dev/null 2>&1 &
+pid=$!
+for i in $(seq 1 200); do
+	d=$(ls -d "$TMPDIR"/sig/hsq-eval.* 2>/dev/null) && [ -n "$d" ] && break
+	sleep 0.05
+done
+touch "$d/.doc.hsq.0badf00d.tmp" 2>/dev/null
+kill -TERM $pid 2>/dev/null
+wait $pid
+[ -n "$d" ] && [ -z "$(ls -A "$TMPDIR/sig")" ] && ok "SIGTERM removes the run's directory with a stray file in it" ||
+	fail "left in TMPDIR/sig: $(ls -A "$TMPDIR/sig")"
+rmdir "$TMPDIR/sig"
+
 # --- a log written before the answer was scored (no "logp"): read, no log-probability table
 sed 's/"logp":[^,]*,//g' a.jsonl >o.jsonl
 run "$E" $NEEDLE --log o.jsonl --resume --csv o.csv -q

@@ -469,9 +469,15 @@ int eval_bench(int argc, char **argv)
 	summarize(&B, &L, &S);
 	if (L.n)
 		eval_progress(&o.c, "%zu of %d lengths are in %s already", L.n, o.n_len, L.path);
-	for (int li = 0; li < o.n_len; li++)
+	for (int li = 0; li < o.n_len; li++) {
+		/* the table has no row for a missing length: refuse rather than print NaN */
+		if (!S.done[li] && o.c.summarize)
+			cli_die(EVAL_PROG, EXIT_INPUT, "--summarize: length %d is not in %s; run it first (without "
+						       "--summarize), or leave it out of --lengths",
+				o.lengths[li], L.path);
 		if (!S.done[li])
 			run_length(&B, &L, li);
+	}
 	summary_free(&S);
 	summarize(&B, &L, &S);
 	print_table(&S);

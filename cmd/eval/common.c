@@ -100,6 +100,7 @@ int eval_common_option(eval_common *c, int id, const char *arg)
 	case EOPT_LOG: c->log_path = arg; return 1;
 	case EOPT_RESUME: c->resume = 1; return 1;
 	case EOPT_FORCE: c->force = 1; return 1;
+	case EOPT_SUMMARIZE: c->summarize = 1; return 1;
 	case EOPT_JOBS: c->jobs = (int)cli_long(EVAL_PROG, "--jobs", arg, 1, EVAL_MAX_JOBS); return 1;
 	default: return 0;
 	}
@@ -110,6 +111,11 @@ void eval_common_finish(eval_common *c)
 	if (c->resume && c->force)
 		cli_usage_error(EVAL_PROG, "--resume and --force exclude each other: --resume continues the log, "
 					   "--force starts it afresh");
+	if (c->summarize && c->force)
+		cli_usage_error(EVAL_PROG, "--summarize and --force exclude each other: --summarize reads the log, "
+					   "--force starts it afresh");
+	if (c->summarize && c->jobs > 1)
+		cli_usage_error(EVAL_PROG, "--summarize runs no trial; drop --jobs");
 	const char *paths[4] = { c->json_path, c->csv_path, c->report_dir, c->log_path };
 	static const char *names[4] = { "--json", "--csv", "--report", "--log" };
 	for (int i = 0; i < 4; i++)

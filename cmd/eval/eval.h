@@ -49,6 +49,7 @@ enum {
 	EOPT_LOG,
 	EOPT_RESUME,
 	EOPT_FORCE,
+	EOPT_SUMMARIZE,
 	EOPT_JOBS,
 	EOPT_SPECIFIC = 320, /* first id of a subcommand's own options */
 };
@@ -75,6 +76,8 @@ enum {
 	{ "resume", 0, NULL, "continue the trial log, skipping what it holds (same configuration; needle: more --trials grows it)",          \
 	  EOPT_RESUME },                                                                                          \
 	{ "force", 0, NULL, "overwrite an existing trial log", EOPT_FORCE },                                      \
+	{ "summarize", 0, NULL, "run nothing: summarize the trials the log holds (the log is only read)",          \
+	  EOPT_SUMMARIZE },                                                                                       \
 	{ "quiet", 'q', NULL, "no progress lines on standard error", EOPT_QUIET }
 
 /* In the option tables of needle, ppl and agree, not bench (whose timings
@@ -96,6 +99,7 @@ typedef struct eval_common {
 	const char *log_path;
 	char log_default[64];
 	int resume, force, quiet;
+	int summarize;          /* --summarize: the log is read, nothing runs */
 } eval_common;
 
 void eval_common_init(eval_common *c, const char *sub);
@@ -194,7 +198,11 @@ typedef struct eval_log {
  * differs only in a smaller "trials" (the log then grows: its first line
  * is rewritten with this configuration and its records kept); its records
  * are validated with check (a malformed one exits 4 naming file and line,
- * except a half-written last line, which is dropped and cut off the file). */
+ * except a half-written last line, which is dropped and cut off the file).
+ * With --summarize the log must exist and is only read: checked as with
+ * --resume, but a log of fewer trials per cell is taken as it is, a
+ * half-written last line is dropped and left in the file, and nothing may
+ * be appended (L->f is NULL). */
 void eval_log_open(eval_log *L, const eval_common *c, const char *config, eval_record_check check, void *user);
 /* Appends one record (a JSON object without newline), flushes it, and
  * keeps its parsed form in L->records. */

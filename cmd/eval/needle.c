@@ -541,7 +541,10 @@ typedef struct summary {
 	const needle_opts *o;
 	const char *config;
 	const char *model;
-	int rows;           /* cells, then one pooled row */
+	int n_cells;        /* lengths x depths */
+	int n_len_rows;     /* rows pooled per length: one a length when there
+			     * are several, else none (the pooled row is it) */
+	int rows;           /* cells, the rows per length, one pooled row */
 	cell_sum *cells;    /* [row][method] */
 } summary;
 
@@ -570,14 +573,21 @@ static void add_trial(cell_sum *s, int full, int ok, double fast)
 }
 
 /* The answer log-probabilities of one row (a cell, or every cell for the
- * pooled row): the mean per method, and against full the paired mean
+ * pooled rows): the mean per method, and against full the paired mean
  * difference with its bootstrap interval, over the trials that have both. */
 static void logp_row(const needle_run *N, summary *S, int row, double *x, double *y)
 {
 	const needle_opts *o = N->o;
-	const int M = o->c.n_methods, pooled = row == S->rows - 1;
-	const size_t first = pooled ? 0 : (size_t)row * (size_t)o->trials;
-	const size_t end = pooled ? N->n_trials : first + (size_t)o->trials;
+	const int M = o->c.n_methods;
+	/* the trials of a row: its cell's, its length's cells', or all */
+	size_t first = 0, end = N->n_trials;
+	if (row < S->n_cells) {
+		first = (size_t)row * (size_t)o->trials;
+		end = first + (size_t)o->trials;
+	} else if (row < S->n_cells + S->n_len_rows) {
+		first = (size_t)(row - S->n_cells) * (size_t)o->n_depth * (size_t)o->trials;
+		end = first + (size_t)o->n_depth * (size_t)o->trials;
+	}
 	for (int m = 0; m < M; m++) {
 		cell_sum *s = &S->cells[row * M + m];
 		size_t n = 0;
@@ -617,7 +627,9 @@ static void summarize(const needle_run *N, summary *S)
 	const needle_opts *o = N->o;
 	const int M = o->c.n_methods, n_cells = o->n_len * o->n_depth;
 	S->o = o;
-	S->rows = n_cells + 1;
+	S->n_cells = n_cells;
+	S->n_len_rows = o->n_len > 1 ? o->n_len : 0;
+	S->rows = n_cells + S->n_len_rows + 1;
 	S->cells = calloc((size_t)S->rows * (size_t)M, sizeof *S->cells);
 	if (!S->cells)
 		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
@@ -628,8 +640,11 @@ static void summarize(const needle_run *N, summary *S)
 				continue;
 			for (int m = 0; m < M; m++) {
 				int full = N->ok[k * M], ok = N->ok[k * M + m];
-				add_trial(&S->cells[cell * M + m], full, ok, N->fast[k * M + m]);
-				add_trial(&S->cells[n_cells * M + m], full, ok, N->fast[k * M + m]); /* pooled */
+				double fast = N->fast[k * M + m];
+				add_trial(&S->cells[cell * M + m], full, ok, fast);
+				if (S->n_len_rows) /* the cell's length, pooled over depths */
+					add_trial(&S->cells[(n_cells + cell / o->n_depth) * M + m], full, ok, fast);
+				add_trial(&S->cells[(S->rows - 1) * M + m], full, ok, fast); /* pooled */
 			}
 		}
 	for (int i = 0; i < S->rows * M; i++)
@@ -642,6 +657,11 @@ static void cell_labels(const summary *S, int row, char *len, char *dep)
 	const needle_opts *o = S->o;
 	if (row == S->rows - 1) {
 		strcpy(len, "all");
+		strcpy(dep, "all");
+		return;
+	}
+	if (row >= S->n_cells) {
+		sprintf(len, "%d", o->lengths[row - S->n_cells]);
 		strcpy(dep, "all");
 		return;
 	}
@@ -662,7 +682,7 @@ static int no_discordant(const summary *S)
 }
 
 /* Calls line() for every cell and method in table order, with a blank
- * line before the pooled rows. */
+ * line before the rows per length and before the pooled rows. */
 static void print_rows(const summary *S,
 		       void (*line)(const summary *S, const char *len, const char *dep, int m, const cell_sum *s))
 {
@@ -670,7 +690,7 @@ static void print_rows(const summary *S,
 	for (int row = 0; row < S->rows; row++) {
 		char len[16], dep[16];
 		cell_labels(S, row, len, dep);
-		if (row == S->rows - 1)
+		if (row == S->rows - 1 || (S->n_len_rows && row == S->n_cells))
 			printf("\n");
 		for (int m = 0; m < M; m++)
 			line(S, len, dep, m, &S->cells[row * M + m]);
@@ -733,8 +753,8 @@ static void print_table(const summary *S)
 	for (int cell = 0; cell < o->n_len * o->n_depth; cell++)
 		held += S->cells[cell * M].n;
 	if (held < o->n_len * o->n_depth * o->trials)
-		printf("the log holds %d of the grid's %d trials (an interrupted run or --only-trials); every figure "
-		       "is over those\n", held, o->n_len * o->n_depth * o->trials);
+		printf("the log holds %d of the grid's %d trials (an interrupted run, --only-trials or --summarize); "
+		       "every figure is over those\n", held, o->n_len * o->n_depth * o->trials);
 	printf("fast tier (L1+L2; full: the whole cache at fp16), mean over the trials of each length:\n");
 	for (int li = 0; li < o->n_len; li++) {
 		printf("  %6d:", o->lengths[li]);
@@ -813,7 +833,7 @@ static void write_json(FILE *f, const summary *S)
 	fprintf(f, "{\"tool\":\"hsq-eval\",\"subcommand\":\"needle\",\"version\":\"%s\",\"margin\":%g,\"alpha\":%g,\n"
 		   "\"config\":%s,\n\"cells\":[\n", hsq_version(), o->margin, EVAL_ALPHA, S->config);
 	int first = 1;
-	for (int row = 0; row + 1 < S->rows; row++)
+	for (int row = 0; row < S->n_cells; row++)
 		for (int m = 0; m < M; m++) {
 			const cell_sum *s = &S->cells[row * M + m];
 			if (!s->n)
@@ -824,6 +844,20 @@ static void write_json(FILE *f, const summary *S)
 			fputc('}', f);
 			first = 0;
 		}
+	if (S->n_len_rows) { /* only with several lengths: else "pooled" is it */
+		fprintf(f, "\n],\n\"per_length\":[\n");
+		first = 1;
+		for (int li = 0; li < o->n_len; li++)
+			for (int m = 0; m < M; m++) {
+				const cell_sum *s = &S->cells[(S->n_cells + li) * M + m];
+				if (!s->n)
+					continue;
+				fprintf(f, "%s{\"length\":%d,", first ? "" : ",\n", o->lengths[li]);
+				json_cell(f, S, s, m);
+				fputc('}', f);
+				first = 0;
+			}
+	}
 	fprintf(f, "\n],\n\"pooled\":[\n");
 	for (int m = 0; m < M; m++) {
 		fprintf(f, "%s{", m ? ",\n" : "");
@@ -917,6 +951,35 @@ static void write_heatmap(FILE *f, const void *user)
 	free(cp);
 }
 
+/* The Markdown rows of one pooled row, a line per method. with_length: 0
+ * for the overall table (its header first, no length column), 1 for the
+ * first length of the per-length table (its header first, with a length
+ * column), -1 for a later length (the rows alone). */
+static void markdown_pooled(FILE *f, const summary *S, int row, int with_length)
+{
+	const needle_opts *o = S->o;
+	const int M = o->c.n_methods;
+	char len[16], dep[16];
+	cell_labels(S, row, len, dep);
+	if (with_length == 1)
+		fprintf(f, "| length ");
+	if (with_length != -1)
+		fprintf(f, "| method | ok/n | rate | 95%% Wilson | fast tier MiB | b | c | McNemar p | diff [90%% CI] | "
+			   "equivalent |\n%s|---|---|---|---|---|---|---|---|---|---|\n", with_length == 1 ? "|---" : "");
+	for (int m = 0; m < M; m++) {
+		const cell_sum *s = &S->cells[row * M + m];
+		if (with_length)
+			fprintf(f, "| %s ", len);
+		fprintf(f, "| %s | %d/%d | %.3f | [%.3f, %.3f] | %.2f |", hsq_mode_name(o->c.methods[m]), s->k, s->n,
+			s->n ? (double)s->k / s->n : NAN, s->wilson.low, s->wilson.high, s->fast / 1048576.0);
+		if (m)
+			fprintf(f, " %d | %d | %.4f | %+.3f [%+.3f, %+.3f] | %s |\n", s->b, s->c, s->mcnemar_p, s->tost.diff,
+				s->tost.ci_low, s->tost.ci_high, s->tost.equivalent ? "yes" : "no");
+		else
+			fprintf(f, " | | | (reference) | |\n");
+	}
+}
+
 static void write_markdown(FILE *f, const void *user)
 {
 	const summary *S = user;
@@ -933,17 +996,11 @@ static void write_markdown(FILE *f, const void *user)
 		o->keys > 1 ? "s" : "", (unsigned long long)o->seed, eval_budget_name(o->c.budget, b, sizeof b));
 	fprintf(f, "Pooled over all cells (b: full ok and the method missed; c: the reverse; McNemar exact on b and c; "
 		   "TOST equivalence at ±%.3g percentage points, α = %.2f):\n\n", 100 * o->margin, EVAL_ALPHA);
-	fprintf(f, "| method | ok/n | rate | 95%% Wilson | fast tier MiB | b | c | McNemar p | diff [90%% CI] | equivalent |\n"
-		   "|---|---|---|---|---|---|---|---|---|---|\n");
-	for (int m = 0; m < M; m++) {
-		const cell_sum *s = &S->cells[(S->rows - 1) * M + m];
-		fprintf(f, "| %s | %d/%d | %.3f | [%.3f, %.3f] | %.2f |", hsq_mode_name(o->c.methods[m]), s->k, s->n,
-			s->n ? (double)s->k / s->n : NAN, s->wilson.low, s->wilson.high, s->fast / 1048576.0);
-		if (m)
-			fprintf(f, " %d | %d | %.4f | %+.3f [%+.3f, %+.3f] | %s |\n", s->b, s->c, s->mcnemar_p, s->tost.diff,
-				s->tost.ci_low, s->tost.ci_high, s->tost.equivalent ? "yes" : "no");
-		else
-			fprintf(f, " | | | (reference) | |\n");
+	markdown_pooled(f, S, S->rows - 1, 0);
+	if (S->n_len_rows) {
+		fprintf(f, "\nPooled per length, over its depths:\n\n");
+		for (int li = 0; li < o->n_len; li++)
+			markdown_pooled(f, S, S->n_cells + li, li == 0 ? 1 : -1);
 	}
 	if (no_discordant(S))
 		fprintf(f, "\nA row without discordant pairs has a Wald standard error of 0, and TOST then calls it "
@@ -965,7 +1022,7 @@ static void write_markdown(FILE *f, const void *user)
 	for (int m = 0; m < M; m++)
 		fprintf(f, "![%s](needle-%s.svg)\n", hsq_mode_name(o->c.methods[m]), hsq_mode_name(o->c.methods[m]));
 	fprintf(f, "\n| length | depth | method | ok/n | 95%% Wilson | b | c | McNemar p |\n|---|---|---|---|---|---|---|---|\n");
-	for (int row = 0; row + 1 < S->rows; row++)
+	for (int row = 0; row < S->n_cells; row++)
 		for (int m = 0; m < M; m++) {
 			const cell_sum *s = &S->cells[row * M + m];
 			if (!s->n)
@@ -1110,7 +1167,7 @@ int eval_needle(int argc, char **argv)
 	collect(&N, &L);
 	if (L.n)
 		eval_progress(&o.c, "%zu of %zu trials are in %s already", L.n, N.n_trials, L.path);
-	int job = eval_jobs_fork(&o.c, &N.R, &L);
+	int job = o.c.summarize ? -1 : eval_jobs_fork(&o.c, &N.R, &L); /* -1: nothing to run here */
 	if (job >= 0) {
 		int rank = 0;
 		for (int li = 0; li < o.n_len; li++)

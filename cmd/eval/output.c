@@ -297,21 +297,23 @@ static int check_header(const eval_common *c, const char *line, size_t len, cons
 
 static void header_refused(const eval_log *L, const eval_common *c, int r, const char *why)
 {
+	/* --summarize only reads: starting afresh is no way out there */
+	const char *opt = c->summarize ? "--summarize" : "--resume";
+	const char *afresh = c->summarize ? "" : ", or start afresh with --force";
 	switch (r) {
 	case HDR_NOT_JSON:
-		cli_die(EVAL_PROG, EXIT_INPUT, "%s:1: not a trial log header (%s); give another --log, or --force to "
-						"overwrite it", L->path, why);
+		cli_die(EVAL_PROG, EXIT_INPUT, "%s:1: not a trial log header (%s); give another --log%s", L->path, why,
+			c->summarize ? "" : ", or --force to overwrite it");
 	case HDR_NOT_LOG:
 		cli_die(EVAL_PROG, EXIT_INPUT, "%s:1: not an hsq-eval trial log (no hsq_eval_log 1, subcommand and "
 						"config); give another --log", L->path);
 	case HDR_OTHER_SUB:
-		cli_usage_error(EVAL_PROG, "--resume: %s is the log of 'hsq-eval %s', not of '%s'; give the right --log",
+		cli_usage_error(EVAL_PROG, "%s: %s is the log of 'hsq-eval %s', not of '%s'; give the right --log", opt,
 				L->path, why, c->sub);
 	default:
-		cli_usage_error(EVAL_PROG,
-				"--resume: %s was written with another configuration (%s); rerun with the options "
-				"that wrote it, or start afresh with --force",
-				L->path, why);
+		cli_usage_error(EVAL_PROG, "%s: %s was written with another configuration (%s); rerun with the options "
+					   "that wrote it%s",
+				opt, L->path, why, afresh);
 	}
 }
 
@@ -458,6 +460,37 @@ static void log_resume(eval_log *L, const eval_common *c, const char *config)
 			strerror(errno));
 }
 
+/* --summarize: the log read as --resume reads it, and left as it is. */
+static void log_read_only(eval_log *L, const eval_common *c, const char *config)
+{
+	size_t len;
+	char *text = resume_text = read_log(L->path, &len);
+	if (!text)
+		cli_die(EVAL_PROG, EXIT_INPUT, "--summarize: cannot read the trial log %s: %s; run the trials first "
+						"(without --summarize), or name the log with --log",
+			L->path, strerror(errno));
+	const char *nl = memchr(text, '\n', len);
+	if (!nl)
+		cli_die(EVAL_PROG, EXIT_INPUT, "--summarize: %s holds no complete header line; nothing to summarize",
+			L->path);
+	char why[1024];
+	int r = check_header(c, text, (size_t)(nl - text), config, why, sizeof why);
+	if (r == HDR_GROW)
+		eval_progress(c, "--summarize: %s is the log of a run of fewer trials per cell (%s); summarizing "
+				 "what it holds", L->path, why);
+	else if (r != HDR_OK) {
+		free(text);
+		resume_text = NULL;
+		header_refused(L, c, r, why);
+	}
+	int no_newline;
+	resume_records(L, text, len, (size_t)(nl - text) + 1, &no_newline);
+	free(text);
+	resume_text = NULL;
+	if (L->n == 0)
+		cli_die(EVAL_PROG, EXIT_INPUT, "--summarize: %s holds no trial yet; nothing to summarize", L->path);
+}
+
 void eval_log_open(eval_log *L, const eval_common *c, const char *config, eval_record_check check, void *user)
 {
 	memset(L, 0, sizeof *L);
@@ -468,6 +501,10 @@ void eval_log_open(eval_log *L, const eval_common *c, const char *config, eval_r
 	int exists = stat(L->path, &st) == 0;
 	if (exists && S_ISDIR(st.st_mode))
 		cli_usage_error(EVAL_PROG, "--log %s is a directory; name a file", L->path);
+	if (c->summarize) {
+		log_read_only(L, c, config);
+		return;
+	}
 	if (c->resume) {
 		if (!exists)
 			eval_progress(c, "--resume: no trial log at %s yet; starting one", L->path);
@@ -486,6 +523,9 @@ void eval_log_append(eval_log *L, const sbuf *record)
 {
 	json_value rec;
 	char err[512];
+	if (!L->f)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "internal error: a record appended to %s, opened only to be read",
+			L->path);
 	/* what goes into the file is what the summary reads: parse it back */
 	if (!parse_record(L, record->s, record->len, &rec, err, sizeof err))
 		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "internal error: a record does not read back (%s)", err);

@@ -467,7 +467,7 @@ int eval_ppl(int argc, char **argv)
 	int n_done = eval_doc_records(&L, &P.D, done);
 	if (n_done)
 		eval_progress(&o.c, "%d document%s in %s already", n_done, n_done == 1 ? " is" : "s are", L.path);
-	int job = eval_jobs_fork(&o.c, &P.R, &L);
+	int job = o.c.summarize ? -1 : eval_jobs_fork(&o.c, &P.R, &L); /* -1: nothing to run here */
 	if (job >= 0) {
 		int rank = 0;
 		for (int d = 0; d < P.D.n; d++)

@@ -7,7 +7,10 @@
 # another configuration is refused (exit 2), a malformed one is an input
 # error naming its line (exit 4); tiny ppl, agree and bench runs; --jobs 2
 # gives the table and the log records of a run without it, and a worker
-# stopped by a signal ends the run (exit 1) with its finished trials kept.
+# stopped by a signal ends the run (exit 1) with its finished trials kept;
+# --summarize prints a log's summary without running or touching it, and
+# bench/needle-grid-report.sh summarizes rows of one grid, one length to a
+# log, as one grid with a row per length.
 #
 # The texts are written here, so nothing depends on ../shared. Runs
 # standalone too (bash tests/cli/eval_runs.sh): HSQ_BIN defaults to the
@@ -50,6 +53,8 @@ run "$E" needle --haystack h.txt extra; expect "an extra argument exits 2" 2 "ne
 run "$E" needle --haystack h.txt --budget lots; expect "a bad --budget exits 2" 2 "--budget expects"
 run "$E" needle --haystack h.txt --retrieval-heads some; expect "a bad --retrieval-heads exits 2" 2 "--retrieval-heads expects"
 run "$E" needle --haystack h.txt --resume --force; expect "--resume with --force exits 2" 2 "exclude each other"
+run "$E" needle --haystack h.txt --summarize --force; expect "--summarize with --force exits 2" 2 "--summarize and --force exclude each other"
+run "$E" ppl --summarize --jobs 2 a.txt; expect "--summarize with --jobs exits 2" 2 "--summarize runs no trial; drop --jobs"
 run "$E" needle --haystack h.txt --only-trials 3-1; expect "a backwards --only-trials range exits 2" 2 "--only-trials expects .*first <= last"
 run "$E" needle --haystack h.txt --only-trials 4-; expect "an open --only-trials range exits 2" 2 "--only-trials expects"
 run "$E" needle --haystack h.txt --trials 4 --only-trials 0,4; expect "--only-trials past --trials exits 2" 2 "names trial 4, but --trials 4 has indices 0 to 3"
@@ -62,7 +67,7 @@ run "$E" needle --haystack h.txt --jobs 0; expect "--jobs 0 exits 2" 2 "--jobs"
 for s in needle ppl agree bench; do
 	run "$E" $s --help; expect "$s --help exits 0" 0 ""
 	expect_out "$s --help shows its usage line" "^usage: hsq-eval $s \[options\]"
-	for o in --methods --budget --retrieval-heads --json --csv --report --log --resume --force --quiet --model --threads; do
+	for o in --methods --budget --retrieval-heads --json --csv --report --log --resume --force --summarize --quiet --model --threads; do
 		printf '%s' "$out" | grep -q -- "$o" || fail "$s --help does not list $o"
 	done
 	[ $s = bench ] || printf '%s' "$out" | grep -q -- --jobs || fail "$s --help does not list --jobs"
@@ -181,6 +186,66 @@ cmp -s a.jsonl s.jsonl && ok "the joined parts equal the whole run's log, byte f
 run "$E" $NEEDLE --log s.jsonl --resume -q
 expect "the joined log resumes" 0 ""
 [ "$out" = "$(cat a.out)" ] && ok "the joined log's table equals the whole run's" || fail "tables differ" "$(printf '%s\n' "$out" | diff - a.out)"
+
+# --- --summarize reads the log and runs nothing; the file is left as it is
+run "$E" $NEEDLE --log a.jsonl --summarize --csv sm.csv -q
+expect "--summarize on a finished log exits 0" 0 ""
+[ "$out" = "$(cat a.out)" ] && ok "--summarize prints the run's table" || fail "tables differ" "$(printf '%s\n' "$out" | diff - a.out)"
+cmp -s a.csv sm.csv && ok "--summarize writes the run's csv" || fail "csv differs"
+{ head -n 2 a.jsonl; sed -n 3p a.jsonl | head -c 60; } >h.jsonl
+cp h.jsonl h0.jsonl
+run "$E" $NEEDLE --log h.jsonl --summarize
+expect "--summarize on an interrupted log exits 0" 0 "dropping a half-written last line"
+printf '%s' "$err" | grep -q "trial [12]/2" && fail "--summarize ran a trial" "$err" || ok "--summarize runs no trial"
+expect_out "--summarize says how much of the grid the log holds" "^the log holds 1 of the grid's 2 trials"
+cmp -s h.jsonl h0.jsonl && ok "--summarize leaves the log as it was, half line and all" || fail "the log changed"
+cp a.jsonl a0.jsonl
+run "$E" $NEEDLE --trials 4 --log a.jsonl --summarize -q
+expect "--summarize with more --trials than the log's exits 0" 0 ""
+expect_out "and summarizes the trials the log holds" "^the log holds 2 of the grid's 4 trials"
+cmp -s a.jsonl a0.jsonl && ok "the log is not grown by --summarize" || fail "a.jsonl changed"
+run "$E" $NEEDLE --log none.jsonl --summarize
+expect "--summarize without a log exits 4" 4 "--summarize: cannot read the trial log none.jsonl"
+[ ! -e none.jsonl ] && ok "--summarize makes no log" || fail "none.jsonl was made"
+head -n 1 a.jsonl >e.jsonl
+run "$E" $NEEDLE --log e.jsonl --summarize
+expect "--summarize on a log without trials exits 4" 4 "e.jsonl holds no trial yet"
+run "$E" $NEEDLE --seed 2 --log a.jsonl --summarize
+expect "--summarize with another configuration exits 2" 2 "--summarize: a.jsonl was written with another configuration \(seed is 2"
+printf '%s' "$err" | grep -q -- --force && fail "--summarize suggests --force" "$err" || ok "and does not suggest --force"
+
+# --- rows of one grid run apart (one length each) summarized as one grid by
+# bench/needle-grid-report.sh: a row per length pooled over its depths
+run "$R" $NEEDLE --lengths 640 --only-trials 0 --log l640.jsonl -q
+expect "a 640-token row with one trial exits 0" 0 ""
+sed '1s/"seed":1,"answer/"seed":2,"answer/' l640.jsonl >x640.jsonl
+GRID="$root/bench/needle-grid-report.sh"
+run env HSQ_EVAL="$E" HSQ_MODEL="$M" HSQ_NEEDLE_HAYSTACK=hay.txt HSQ_NEEDLE_LOGS="a.jsonl x640.jsonl" sh "$GRID" gx
+expect "needle-grid-report.sh refuses rows of other configurations" 1 "x640.jsonl was run with another configuration"
+run env HSQ_EVAL="$E" HSQ_MODEL="$M" HSQ_NEEDLE_HAYSTACK=hay.txt HSQ_NEEDLE_LOGS="a.jsonl l640.jsonl" sh "$GRID" grid
+expect "needle-grid-report.sh summarizes the rows as one grid" 0 ""
+expect_out "the grid's table has both lengths' cells" "^ +640 +50 hsq +[0-1]/1 "
+expect_out "and says it holds 3 of its 4 trials" "^the log holds 3 of the grid's 4 trials"
+row512=$(printf '%s\n' "$out" | grep -E "^ +512 +all hsq " | sed -E 's/^ +512 +all//')
+pool512=$(grep -E "^ +all +all hsq " a.out | sed -E 's/^ +all +all//')
+[ -n "$row512" ] && [ "$row512" = "$pool512" ] && ok "the 512 rows pooled over depths are the 512 run's pooled rows" ||
+	fail "512 rows differ" "grid: $row512 / run: $pool512"
+expect_out "the pooled row covers both lengths" "^ +all +all hsq +[0-3]/3 "
+[ -s grid/needle-grid.out ] && [ -s grid/needle-grid.csv ] && [ -s grid/report.md ] && [ -s grid/needle-hsq.svg ] &&
+	ok "the grid's table, csv, report and heatmaps are written" || fail "grid outputs missing" "$(ls grid)"
+grep -q "^| 640 | hsq | " grid/report.md && ok "the report has a table per length" || fail "no per-length rows in the report"
+grep -q '^640,all,hsq,' grid/needle-grid.csv && ok "the csv has the per-length rows" || fail "no per-length csv rows"
+if [ "$have_py" -eq 1 ]; then
+	run python3 -c '
+import json
+doc = json.load(open("grid/needle-grid.json"))
+assert doc["config"]["lengths"] == [512, 640], doc["config"]["lengths"]
+rows = [(r["length"], r["method"], r["trials"]) for r in doc["per_length"]]
+assert rows == [(512, "full", 2), (512, "hsq", 2), (640, "full", 1), (640, "hsq", 1)], rows
+assert [r["trials"] for r in doc["pooled"]] == [3, 3]
+'
+	expect "the grid's JSON has the per-length rows" 0 ""
+fi
 
 # --- --jobs 2: two worker processes share the trials; the table is the one-process run's,
 # the log holds the same records (in the order the workers finished them)
@@ -320,6 +385,12 @@ done
 expect_out "bench gives full's ratios as 1" "^ +512 full .*\( 1\.00x\)"
 [ -s brep/bench-decode.svg ] && ok "bench plot written" || fail "bench plot missing"
 [ "$(wc -l <bn.csv)" -eq 6 ] && ok "bench csv: a row per method" || fail "bench csv lines: $(wc -l <bn.csv)"
+run "$E" bench -m "$M" -t 2 --lengths 512 --decode 8 --text hay.txt --log b1.jsonl --summarize -q
+expect "bench --summarize exits 0" 0 ""
+expect_out "bench --summarize prints the logged rows" "^ +512 hsq "
+sed '1s/"lengths":\[512\]/"lengths":[512,640]/' b1.jsonl >b2.jsonl
+run "$E" bench -m "$M" -t 2 --lengths 512,640 --decode 8 --text hay.txt --log b2.jsonl --summarize
+expect "bench --summarize with a length not in the log exits 4" 4 "length 640 is not in b2.jsonl; run it first"
 [ -z "$(ls -A "$TMPDIR")" ] && ok "temporary snapshots removed" || fail "left in TMPDIR: $(ls -A "$TMPDIR")"
 
 echo "eval_runs: $(($(date +%s) - t_start)) s"

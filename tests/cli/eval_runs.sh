@@ -138,6 +138,26 @@ for f in ("rep/needle-full.svg", "rep/needle-hsq.svg"):
 	expect "JSON, log lines and SVG parse and agree" 0 ""
 fi
 
+# --- the multi-key variant: three needles, the first asked; an answer counts
+# only with the asked city's number
+run "$R" $NEEDLE --keys 3 --only-trials 0 --log mk.jsonl -q
+expect "a three-key needle run exits 0" 0 ""
+if [ "$have_py" -eq 1 ]; then
+	run python3 -c '
+import json
+lines = [json.loads(line) for line in open("mk.jsonl")]
+assert lines[0]["config"]["keys"] == 3
+(t,) = lines[1:]
+keys = t["keys"]
+assert len(keys) == 3, keys
+assert len({k["city"] for k in keys}) == 3 and len({k["number"] for k in keys}) == 3, keys
+assert [k["depth"] for k in keys] == [50, 83, 16], keys  # the asked one at the cell depth, the others spread
+for m, r in t["methods"].items():
+    assert r["ok"] == (str(keys[0]["number"]) in r["answer"]), (m, r, keys[0])
+'
+	expect "three distinct needles, the asked one at the depth, success on its number alone" 0 ""
+fi
+
 # --- an existing log is neither overwritten nor continued unless asked
 run "$E" $NEEDLE --log a.jsonl
 expect "an existing log without --resume exits 2" 2 "exists .*--resume.*--force"

@@ -968,6 +968,8 @@ static void markdown_pooled(FILE *f, const summary *S, int row, int with_length)
 			   "equivalent |\n%s|---|---|---|---|---|---|---|---|---|---|\n", with_length == 1 ? "|---" : "");
 	for (int m = 0; m < M; m++) {
 		const cell_sum *s = &S->cells[row * M + m];
+		if (with_length && !s->n) /* a length the log holds no trial of */
+			continue;
 		if (with_length)
 			fprintf(f, "| %s ", len);
 		fprintf(f, "| %s | %d/%d | %.3f | [%.3f, %.3f] | %.2f |", hsq_mode_name(o->c.methods[m]), s->k, s->n,

@@ -58,12 +58,16 @@ static void cleanup_empty_dir(const char *dir)
  * Only async-signal-safe calls, so the signal handler can use it. */
 static void cleanup_run(void)
 {
-	for (int i = N_CLEANUP - 1; i >= 0; i--)
-		if (cleanup_used[i] && unlink(cleanup_paths[i]) != 0 && rmdir(cleanup_paths[i]) != 0 &&
-		    cleanup_is_dir[i]) {
+	for (int i = N_CLEANUP - 1; i >= 0; i--) {
+		if (!cleanup_used[i])
+			continue;
+		if (!cleanup_is_dir[i]) {
+			unlink(cleanup_paths[i]);
+		} else if (rmdir(cleanup_paths[i]) != 0) {
 			cleanup_empty_dir(cleanup_paths[i]);
 			rmdir(cleanup_paths[i]);
 		}
+	}
 }
 
 static void cleanup_signal(int sig)

@@ -11,19 +11,41 @@ DEFAULT_MODEL = $(MODEL_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
 MODEL     ?= $(DEFAULT_MODEL)
 GEMMA     ?= $(MODEL_DIR)/gemma-3-270m-q4_k_m.gguf
 
-# -Wno-psabi: the vector types of lib/quant_blocks.h live in static inline
-# functions and never cross an ABI boundary; gcc notes them on CPUs without AVX-512.
+# -Wno-psabi: the vector types of lib/model/quant_blocks.h live in static
+# inline functions and never cross an ABI boundary; gcc notes them on CPUs
+# without AVX-512. DEVELOPER=1 turns every warning into an error.
 WARN      = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter -Wno-psabi -Werror=implicit-function-declaration
-BASE_CFLAGS = -std=gnu11 -fPIC -D_GNU_SOURCE -Ilib $(WARN) $(OPENBLAS_CFLAGS) -DHSQ_PREFIX='"$(PREFIX)"'
+ifeq ($(DEVELOPER),1)
+WARN     += -Werror
+endif
+# -MMD -MP: every library object depends on the headers it includes. The
+# tools and tests compile and link in one step and depend on the headers
+# they may see (TOOL_HEADERS, TEST_HEADERS).
+DEPFLAGS  = -MMD -MP
+# The tools see only the public headers (include/) and their own (cmd/);
+# the library, its tests and the micro-benchmarks also see lib/.
+TOOL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -Iinclude -Icmd $(WARN)
+LIB_CFLAGS  = -std=gnu11 -fPIC -D_GNU_SOURCE -Iinclude -Ilib $(WARN) $(DEPFLAGS) $(OPENBLAS_CFLAGS) \
+	-fvisibility=hidden -DHSQ_BUILDING_LIBRARY -DHSQ_PREFIX='"$(PREFIX)"'
+TEST_CFLAGS = -std=gnu11 -D_GNU_SOURCE -Iinclude -Ilib -Itests/unit $(WARN)
+TOOL_HEADERS = cmd/*.h include/*.h
+TEST_HEADERS = tests/unit/*.h include/*.h lib/*/*.h lib/*/*/*.h
 LIBS      = -lzstd -lpcre2-8 -lutf8proc -lm -lpthread
 # OpenBLAS is detected by ./configure but not linked: every matmul runs in
 # hsq's own fused kernels, whose fixed summation order makes results
 # independent of batching (snapshot resume equals a single pass).
 SAN_FLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
-LIB_SRC   = $(sort $(wildcard lib/*.c))
+# The layers of libhsq, bottom to top: a file may include headers of its
+# own layer and of the layers before it (tests/cli/layers.sh checks).
+# lib/eval/ is the evaluation wing, built apart as libhsq-eval.a.
+LIB_LAYERS = common model codec backend backend/cpu kv context snapshot
+LIB_SRC   = $(foreach d,$(LIB_LAYERS),$(sort $(wildcard lib/$(d)/*.c)))
+EVAL_LIB_SRC = $(sort $(wildcard lib/eval/*.c))
 LIB_OBJ   = $(LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
+EVAL_OBJ  = $(EVAL_LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
 SAN_OBJ   = $(LIB_SRC:lib/%.c=$(BUILD)/san/lib/%.o)
+SAN_EVAL_OBJ = $(EVAL_LIB_SRC:lib/%.c=$(BUILD)/san/lib/%.o)
 # The matmul, attention and dequantization kernels, which a model run
 # spends nearly all its time in. libhsq-san.a sanitizes everything;
 # libhsq-san-model.a, for the tests and tools that run whole models over
@@ -31,12 +53,12 @@ SAN_OBJ   = $(LIB_SRC:lib/%.c=$(BUILD)/san/lib/%.o)
 # made those runs 4x slower), and sanitizes the rest of the library. The
 # kernels run sanitized in their own tests (KERNEL_TESTS), on inputs that
 # cover every batch shape and block type.
-SAN_KERNELS = backend_cpu dequant dequant_k
+SAN_KERNELS = backend/cpu/backend_cpu model/dequant model/dequant_k
 SAN_MODEL_OBJ = $(filter-out $(SAN_KERNELS:%=$(BUILD)/san/lib/%.o),$(SAN_OBJ)) $(SAN_KERNELS:%=$(BUILD)/lib/%.o)
 KERNEL_TESTS = test_forward test_dequant test_dequant_k test_vexp
 CLI_SRC   = $(filter-out cmd/hsq-%.c,$(wildcard cmd/*.c))
-# hsq-eval's model-based subcommands (needle, ppl, agree, bench) live in
-# cmd/eval/ and are linked into hsq-eval only (TOOL_SRC, set per target).
+# hsq-eval's subcommands live in cmd/eval/ and are linked into hsq-eval
+# only (TOOL_SRC, set per target), with libhsq-eval.a.
 EVAL_SRC  = $(sort $(wildcard cmd/eval/*.c))
 TOOLS     = $(patsubst cmd/%.c,%,$(wildcard cmd/hsq-*.c))
 BINS      = $(TOOLS:%=$(BUILD)/bin/%)
@@ -49,22 +71,24 @@ UNIT_SRC  = $(filter-out $(GOLDEN_SRC),$(wildcard tests/unit/test_*.c))
 UNIT_BINS = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%) $(GOLDEN_SRC:tests/unit/%.c=$(BUILD)/opt/tests/%)
 KERNEL_TEST_BINS = $(KERNEL_TESTS:%=$(BUILD)/san/tests/%)
 MAN_PAGES = $(wildcard man/*.[157])
-HEADERS   = $(wildcard lib/*.h)
+# What `make install` puts in PREFIX/include: the runtime and the codecs.
+# include/hsq_eval.h belongs to libhsq-eval.a, which is not installed.
+PUBLIC_HEADERS = include/hsq.h include/hsq_codec.h
 
-.PHONY: all check unit cli demo model gemma test-models deps bench bench-codecs bench-tiers bench-tiers-gemma bench-needle completions install uninstall clean distclean
+.PHONY: all check unit cli demo model gemma test-models deps bench bench-codecs completions install uninstall clean distclean
 
-all: $(BUILD)/libhsq.a $(BUILD)/libhsq.so $(BINS) $(BUILD)/hsq.pc
+all: $(BUILD)/libhsq.a $(BUILD)/libhsq.so $(BUILD)/libhsq-eval.a $(BINS) $(BUILD)/hsq.pc
 
 config.mk:
 	./configure
 
-$(BUILD)/lib/%.o: lib/%.c $(HEADERS) config.mk
+$(BUILD)/lib/%.o: lib/%.c config.mk
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(LIB_CFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/san/lib/%.o: lib/%.c $(HEADERS) config.mk
+$(BUILD)/san/lib/%.o: lib/%.c config.mk
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
+	$(CC) $(LIB_CFLAGS) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
 
 $(BUILD)/libhsq.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
@@ -72,39 +96,48 @@ $(BUILD)/libhsq.a: $(LIB_OBJ)
 $(BUILD)/libhsq.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libhsq.so.0 -o $@ $^ $(LIBS)
 
+$(BUILD)/libhsq-eval.a: $(EVAL_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
 $(BUILD)/libhsq-san.a: $(SAN_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/libhsq-san-model.a: $(SAN_MODEL_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/bin/%: cmd/%.c $(CLI_SRC) cmd/*.h lib/hsq.h $(BUILD)/libhsq.a
-	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Icmd $(WARN) $(CFLAGS) $< $(CLI_SRC) $(TOOL_SRC) $(BUILD)/libhsq.a $(LIBS) -o $@
+$(BUILD)/libhsq-eval-san.a: $(SAN_EVAL_OBJ)
+	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/san/bin/%: cmd/%.c $(CLI_SRC) cmd/*.h lib/hsq.h $(BUILD)/libhsq-san-model.a
+$(BUILD)/bin/%: cmd/%.c $(CLI_SRC) $(TOOL_HEADERS) $(BUILD)/libhsq.a
 	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Icmd $(WARN) $(CFLAGS) $(SAN_FLAGS) $< $(CLI_SRC) $(TOOL_SRC) $(BUILD)/libhsq-san-model.a $(LIBS) -o $@
+	$(CC) $(TOOL_CFLAGS) $(CFLAGS) $< $(CLI_SRC) $(TOOL_SRC) $(TOOL_LIBS) $(BUILD)/libhsq.a $(LIBS) -o $@
+
+$(BUILD)/san/bin/%: cmd/%.c $(CLI_SRC) $(TOOL_HEADERS) $(BUILD)/libhsq-san-model.a
+	@mkdir -p $(@D)
+	$(CC) $(TOOL_CFLAGS) $(CFLAGS) $(SAN_FLAGS) $< $(CLI_SRC) $(TOOL_SRC) $(SAN_TOOL_LIBS) $(BUILD)/libhsq-san-model.a $(LIBS) -o $@
 
 $(BUILD)/bin/hsq-eval $(BUILD)/san/bin/hsq-eval: TOOL_SRC = $(EVAL_SRC)
-$(BUILD)/bin/hsq-eval $(BUILD)/san/bin/hsq-eval: $(EVAL_SRC) $(wildcard cmd/eval/*.h)
+$(BUILD)/bin/hsq-eval: TOOL_LIBS = $(BUILD)/libhsq-eval.a
+$(BUILD)/san/bin/hsq-eval: SAN_TOOL_LIBS = $(BUILD)/libhsq-eval-san.a
+$(BUILD)/bin/hsq-eval: $(EVAL_SRC) $(wildcard cmd/eval/*.h) $(BUILD)/libhsq-eval.a
+$(BUILD)/san/bin/hsq-eval: $(EVAL_SRC) $(wildcard cmd/eval/*.h) $(BUILD)/libhsq-eval-san.a
 
-$(BUILD)/san/tests/%: tests/unit/%.c tests/unit/*.h $(BUILD)/libhsq-san-model.a
+$(BUILD)/san/tests/%: tests/unit/%.c $(TEST_HEADERS) $(BUILD)/libhsq-eval-san.a $(BUILD)/libhsq-san-model.a
 	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Itests/unit $(WARN) $(CFLAGS) $(SAN_FLAGS) $< $(BUILD)/libhsq-san-model.a $(LIBS) -lcriterion -o $@
+	$(CC) $(TEST_CFLAGS) $(CFLAGS) $(SAN_FLAGS) $< $(BUILD)/libhsq-eval-san.a $(BUILD)/libhsq-san-model.a $(LIBS) -lcriterion -o $@
 
 # The kernels' own tests: against the fully sanitized library.
-$(KERNEL_TEST_BINS): $(BUILD)/san/tests/%: tests/unit/%.c tests/unit/*.h $(BUILD)/libhsq-san.a
+$(KERNEL_TEST_BINS): $(BUILD)/san/tests/%: tests/unit/%.c $(TEST_HEADERS) $(TEST_HEADERS) $(BUILD)/libhsq-eval-san.a $(BUILD)/libhsq-san.a
 	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Itests/unit $(WARN) $(CFLAGS) $(SAN_FLAGS) $< $(BUILD)/libhsq-san.a $(LIBS) -lcriterion -o $@
+	$(CC) $(TEST_CFLAGS) $(CFLAGS) $(SAN_FLAGS) $< $(BUILD)/libhsq-eval-san.a $(BUILD)/libhsq-san.a $(LIBS) -lcriterion -o $@
+
+$(BUILD)/opt/tests/%: tests/unit/%.c $(TEST_HEADERS) $(BUILD)/libhsq-eval.a $(BUILD)/libhsq.a
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $(CFLAGS) $< $(BUILD)/libhsq-eval.a $(BUILD)/libhsq.a $(LIBS) -lcriterion -o $@
 
 # pkg-config file for a given prefix: $(call write_pc,PREFIX,FILE)
 write_pc = printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: hsq\nDescription: hierarchical compressed KV cache for long-context LLM inference\nVersion: %s\nLibs: -L$${libdir} -lhsq\nLibs.private: %s\nCflags: -I$${includedir}\n' \
 	'$(1)' '$(VERSION)' '$(LIBS)' > $(2)
-
-$(BUILD)/opt/tests/%: tests/unit/%.c tests/unit/*.h $(BUILD)/libhsq.a
-	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib -Itests/unit $(WARN) $(CFLAGS) $< $(BUILD)/libhsq.a $(LIBS) -lcriterion -o $@
 
 $(BUILD)/hsq.pc: Makefile config.mk
 	@mkdir -p $(@D)
@@ -164,7 +197,7 @@ install: all
 	install -m 755 $(BUILD)/libhsq.so $(DESTDIR)$(PREFIX)/lib/libhsq.so.$(VERSION)
 	ln -sf libhsq.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libhsq.so.0
 	ln -sf libhsq.so.0 $(DESTDIR)$(PREFIX)/lib/libhsq.so
-	install -m 644 lib/hsq.h lib/hsq_stats.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(PREFIX)/include/
 	$(call write_pc,$(PREFIX),$(DESTDIR)$(PREFIX)/lib/pkgconfig/hsq.pc)
 	for p in $(MAN_PAGES); do s=$${p##*.}; install -m 644 $$p $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
 	for t in $(TOOLS); do install -m 644 completions/hsq.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$t; done
@@ -172,7 +205,7 @@ install: all
 
 uninstall:
 	rm -f $(TOOLS:%=$(DESTDIR)$(PREFIX)/bin/%) $(DESTDIR)$(PREFIX)/lib/libhsq.* \
-		$(DESTDIR)$(PREFIX)/include/hsq.h $(DESTDIR)$(PREFIX)/include/hsq_stats.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/hsq.pc \
+		$(PUBLIC_HEADERS:include/%=$(DESTDIR)$(PREFIX)/include/%) $(DESTDIR)$(PREFIX)/lib/pkgconfig/hsq.pc \
 		$(TOOLS:%=$(DESTDIR)$(PREFIX)/share/bash-completion/completions/%) \
 		$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_hsq
 	for p in $(MAN_PAGES); do s=$${p##*.}; rm -f $(DESTDIR)$(PREFIX)/share/man/man$$s/$${p##*/}; done
@@ -191,32 +224,13 @@ distclean: clean
 # ------------------------------------------------------------- benchmarks
 BENCH_SRC  = $(wildcard bench/*.c)
 BENCH_BINS = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
-$(BUILD)/bench/%: bench/%.c bench/*.h lib/hsq.h lib/hsq_stats.h $(BUILD)/libhsq.a
+# Micro-benchmarks: bench/matmul.c times the backend's kernels, so the
+# benchmarks see lib/ as the tests do.
+$(BUILD)/bench/%: bench/%.c bench/*.h include/*.h $(BUILD)/libhsq-eval.a $(BUILD)/libhsq.a
 	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -D_GNU_SOURCE -Ilib $(WARN) $(CFLAGS) $< $(BUILD)/libhsq.a $(LIBS) -o $@
+	$(CC) -std=gnu11 -D_GNU_SOURCE -Iinclude -Ilib $(WARN) $(CFLAGS) $< $(BUILD)/libhsq-eval.a $(BUILD)/libhsq.a $(LIBS) -o $@
 
 bench-codecs: $(BUILD)/bench/bench_codecs
 	$(BUILD)/bench/bench_codecs
 
-# HSQ vs full vs quant on State of the Union addresses from 1951 on (read in
-# place from ../shared/corpora, joined into samples of >= 48 KB by
-# bench/tiers.sh): TIERS_CTX context tokens, 512 scored, 256 generated,
-# TIERS_DOCS samples.
-TIERS_CTX ?= 7680
-TIERS_DOCS ?= 20
-bench-tiers: $(BUILD)/bench/tiers_quality model
-	sh bench/tiers.sh $(BUILD)/bench/tiers_quality '$(MODEL)' $(TIERS_CTX) $(TIERS_DOCS)
-
-# The same for gemma-3-270m at 32K: samples of >= 160 KB, 32,256 context
-# tokens (+ 512 scored = 32,768, the model's limit).
-bench-tiers-gemma: $(BUILD)/bench/tiers_quality gemma
-	sh bench/tiers.sh $(BUILD)/bench/tiers_quality '$(GEMMA)' 32256 $(TIERS_DOCS) 256 160000
-
-# Needle in a haystack, paired over full, quant and hsq (bench/needle.c):
-# NEEDLE_TRIALS trials at NEEDLE_CTX tokens, haystack from kjv.txt.
-NEEDLE_CTX ?= 4096
-NEEDLE_TRIALS ?= 50
-bench-needle: $(BUILD)/bench/needle model
-	@if [ -f ../shared/corpora/kjv.txt ]; then \
-		$(BUILD)/bench/needle '$(MODEL)' 2 $(NEEDLE_CTX) $(NEEDLE_TRIALS) ../shared/corpora/kjv.txt 1; \
-	else echo "SKIP: bench-needle: ../shared/corpora/kjv.txt is absent"; fi
+-include $(wildcard $(BUILD)/lib/*/*.d $(BUILD)/lib/*/*/*.d $(BUILD)/san/lib/*/*.d $(BUILD)/san/lib/*/*/*.d)

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "hsq.h"
+#include "hsq_eval.h"
 
 #define N_VEC 8192
 

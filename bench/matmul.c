@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "bench_util.h"
-#include "ggml_types.h"
+#include "model/ggml_types.h"
 
 static uint64_t rng_state = 88172645463325252ull;
 

@@ -10,13 +10,14 @@
  * the configuration matches); run what the log does not hold yet, one JSON
  * line per trial; then summarize from the log's records alone, so that a
  * resumed run prints what an uninterrupted one would. */
-#ifndef HSQ_EVAL_H
-#define HSQ_EVAL_H
+#ifndef HSQ_CMD_EVAL_H
+#define HSQ_CMD_EVAL_H
 
 #include <stdint.h>
 #include <stdio.h>
 
 #include "cli.h"
+#include "hsq_eval.h"
 
 #define EVAL_PROG "hsq-eval"
 #define EVAL_MAX_METHODS 5

@@ -12,11 +12,16 @@ if ! make -s -C "$top" install DESTDIR="$dest" PREFIX="$prefix" >"$TMP/log" 2>&1
 fi
 ok "make install into DESTDIR"
 root="$dest$prefix"
-for f in bin/hsq-decode bin/hsq-prefill bin/hsq-inspect include/hsq.h include/hsq_stats.h lib/libhsq.a lib/libhsq.so \
+for f in bin/hsq-decode bin/hsq-prefill bin/hsq-inspect include/hsq.h include/hsq_codec.h lib/libhsq.a lib/libhsq.so \
 	lib/libhsq.so.0 lib/pkgconfig/hsq.pc share/man/man1/hsq-decode.1 share/man/man5/hsq-snapshot.5 \
 	share/man/man7/hsq.7 share/bash-completion/completions/hsq-decode share/zsh/site-functions/_hsq; do
 	[ -e "$root/$f" ] && ok "installed $f" || fail "installed $f" "missing under $root"
 done
+if [ -e "$root/include/hsq_eval.h" ]; then
+	fail "hsq_eval.h (libhsq-eval's header) is not installed" "found under $root/include"
+else
+	ok "hsq_eval.h (libhsq-eval's header) is not installed"
+fi
 grep -q "^prefix=$prefix\$" "$root/lib/pkgconfig/hsq.pc" && ok "hsq.pc names the prefix, not DESTDIR" ||
 	fail "hsq.pc prefix" "$(head -n 1 "$root/lib/pkgconfig/hsq.pc")"
 cat > "$TMP/use.c" <<'C'

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes tests/golden/stats/*.tsv: reference values for lib/stats.c and
-lib/stats_beta.c (the paired-evaluation statistics of hsq_stats.h), read by
+"""Writes tests/golden/stats/*.tsv: reference values for lib/eval/stats.c and
+lib/eval/stats_beta.c (the paired-evaluation statistics of hsq_eval.h), read by
 tests/unit/test_stats.c.
 
 Every value comes from scipy / numpy, sharing no code with libhsq:
@@ -12,7 +12,7 @@ Every value comes from scipy / numpy, sharing no code with libhsq:
                        The script checks that the exact value equals
                        scipy.stats.binomtest(k, b+c, 0.5).pvalue (two-sided)
                        to 1e-12 relative: for p = 1/2 the two agree.
-  tost.tsv             the matched-pairs Wald TOST of hsq_stats.h, with
+  tost.tsv             the matched-pairs Wald TOST of hsq_eval.h, with
                        scipy.stats.norm.sf / cdf / ppf
   wilson.tsv           binomtest(k, n).proportion_ci(1 - alpha, 'wilson')
   clopper_pearson.tsv  scipy.stats.beta.ppf(alpha/2, k, n-k+1) and

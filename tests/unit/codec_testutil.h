@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "hsq.h"
+#include "hsq_eval.h"
 
 /* n rows of d values drawn uniformly on the unit sphere. */
 static inline float *tu_unit_vectors(hsq_rng *rng, size_t n, int d)

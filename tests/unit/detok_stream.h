@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "hsq.h"
-#include "unicode.h"
+#include "common/unicode.h"
 
 /* Feeds the tokens of text one at a time through hsq_detok_push: every
  * chunk must be whole UTF-8 and the chunks must add up to the text.

@@ -2,7 +2,7 @@
  * golden_util.h - helpers shared by test_golden.c and test_resume.c: locating
  * the golden data and the shared corpora, parsing the TSV manifests written
  * by tests/ref/make_golden.py (formats in tests/ref/README.md), and comparing
- * logits. Uses only the public lib/hsq.h API.
+ * logits. Uses only the public include/hsq.h API.
  *
  * Paths: the tests run from the repository root (make unit), so the golden
  * data is tests/golden/ (override: HSQ_GOLDEN_DIR) and the corpora are

@@ -10,10 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "crc32c.h"
+#include "common/crc32c.h"
 #include "hsq.h"
-#include "le.h"
-#include "snapshot_format.h"
+#include "common/le.h"
+#include "snapshot/snapshot_format.h"
 
 /* The bytes of file `path` (malloc'ed) and their count, or NULL. */
 static inline uint8_t *snap_image_read(const char *path, size_t *size)

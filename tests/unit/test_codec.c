@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
+#include "codec/codec.h"
 #include "codec_testutil.h"
-#include "lloyd_max.h"
+#include "codec/lloyd_max.h"
 
 /* Exact storage: fp16 side values plus packed indices. */
 Test(codec, bits_per_value_is_exact)

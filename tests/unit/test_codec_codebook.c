@@ -9,8 +9,8 @@
 #include <math.h>
 
 #include "hsq.h"
-#include "codec_kernels.h"
-#include "lloyd_max.h"
+#include "codec/codec_kernels.h"
+#include "codec/lloyd_max.h"
 
 static void expect_positive_half(hsq_density dens, int dim, int bits, const double *want, double tol)
 {

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hsq.h"
-#include "linalg.h"
+#include "hsq_eval.h"
+#include "common/linalg.h"
 
 /* Cyclic Jacobi: slow, simple, and a different algorithm from the
  * Householder + QL code under test. Eigenvalues only, sorted descending. */

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "codec_testutil.h"
-#include "hadamard.h"
+#include "codec/hadamard.h"
 
 static const int dims[] = {16, 32, 33, 64, 96, 100, 128, 160, 255, 256};
 

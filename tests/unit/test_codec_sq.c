@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "codec_testutil.h"
-#include "linalg.h"
+#include "common/linalg.h"
 
 /* n rows: rank-r signal (variance var_r per direction, in the first r
  * coordinates rotated by a fixed random basis) plus N(0, noise^2). */

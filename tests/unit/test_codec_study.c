@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec_metrics.h"
-#include "codec_study.h"
+#include "eval/codec_metrics.h"
+#include "eval/codec_study.h"
 #include "codec_testutil.h"
 
 static hsq_regime_shape small_shape(void)

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
+#include "codec/codec.h"
 #include "codec_testutil.h"
-#include "linalg.h"
+#include "common/linalg.h"
 
 /* A random symmetric positive definite n x n matrix: B B^T + n I. */
 static void random_spd(hsq_rng *g, int n, double *w)

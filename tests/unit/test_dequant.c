@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "dequant.h"
-#include "fp16.h"
-#include "ggml_types.h"
+#include "common/fp16.h"
+#include "model/dequant.h"
+#include "model/ggml_types.h"
 
 static void check_golden(const char *type_name)
 {

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dequant.h"
-#include "ggml_types.h"
+#include "model/dequant.h"
+#include "model/ggml_types.h"
 
 typedef struct golden {
 	uint32_t type, n, nbytes;

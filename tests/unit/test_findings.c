@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec_study.h"
+#include "eval/codec_study.h"
 #include "codec_testutil.h"
 
 typedef struct run {

@@ -7,12 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "dequant.h"
-#include "fp16.h"
-#include "ggml_types.h"
+#include "backend/backend.h"
+#include "common/fp16.h"
+#include "model/dequant.h"
+#include "model/ggml_types.h"
 #include "hsq.h"
-#include "vec_f32.h"
+#include "common/vec_f32.h"
 
 static float frand(unsigned *s)
 {

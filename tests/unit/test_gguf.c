@@ -2,7 +2,7 @@
 #include <criterion/criterion.h>
 #include <unistd.h>
 
-#include "gguf.h"
+#include "model/gguf.h"
 #include "gguf_builder.h"
 
 static char path[64];

@@ -3,8 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "hsq.h"
-#include "ks_test.h"
+#include "hsq_eval.h"
+#include "eval/ks_test.h"
 
 Test(ks, identical_samples)
 {

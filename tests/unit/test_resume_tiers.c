@@ -34,9 +34,9 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "context.h"
+#include "context/context.h"
 #include "golden_util.h"
-#include "tiers.h"
+#include "kv/tiers.h"
 
 #define N_NEXT 16
 

@@ -3,8 +3,8 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
-#include "hsq.h"
-#include "rng.h"
+#include "hsq_eval.h"
+#include "common/rng.h"
 
 /* pcg64_srandom_r(42, 54) then pcg64_random_r: the pcg-c reference demo's
  * output (also numpy.random.PCG64 with that state). */

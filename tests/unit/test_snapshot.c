@@ -19,12 +19,12 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "backend.h"
-#include "context.h"
-#include "crc32c.h"
+#include "backend/backend.h"
+#include "common/crc32c.h"
+#include "context/context.h"
 #include "hsq.h"
-#include "model.h"
-#include "snapshot_format.h"
+#include "model/model.h"
+#include "snapshot/snapshot_format.h"
 
 #define N_TOK 8
 #define N_CTX 32

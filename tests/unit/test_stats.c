@@ -1,5 +1,5 @@
-/* test_stats.c - the paired-evaluation statistics (lib/stats.c,
- * lib/stats_beta.c) against scipy's values in tests/golden/stats/ (written
+/* test_stats.c - the paired-evaluation statistics (lib/eval/stats.c,
+ * lib/eval/stats_beta.c) against scipy's values in tests/golden/stats/ (written
  * by tests/ref/make_stats_golden.py), plus argument checks and properties.
  *
  * Golden values must agree to |got - want| <= 1e-9 max(1, |want|); p-values
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "golden_util.h"
-#include "hsq_stats.h"
+#include "hsq_eval.h"
 
 #define TOL 1e-9
 #define REL_TOL 1e-9

@@ -26,11 +26,11 @@
 
 #include <criterion/criterion.h>
 
-#include "context.h"
-#include "hsq.h"
+#include "context/context.h"
+#include "hsq_eval.h"
 #include "snapshot_image.h"
 #include "tier_probe.h"
-#include "tiers.h"
+#include "kv/tiers.h"
 
 #define N_TOK 300
 #define SINKS 4

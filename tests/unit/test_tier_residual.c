@@ -27,12 +27,12 @@
 
 #include <criterion/criterion.h>
 
-#include "context.h"
+#include "context/context.h"
 #include "hsq.h"
 #include "snapshot_image.h"
 #include "tier_probe.h"
-#include "tiers.h"
-#include "tiers_io.h"
+#include "kv/tiers.h"
+#include "snapshot/tiers_io.h"
 
 static hsq_model *model;
 static hsq_context *hsq;

@@ -19,10 +19,10 @@
 
 #include <criterion/criterion.h>
 
-#include "context.h"
+#include "context/context.h"
 #include "hsq.h"
 #include "snapshot_image.h"
-#include "tiers.h"
+#include "kv/tiers.h"
 
 #define N_HALF 150
 #define N_TOK (2 * N_HALF)

@@ -25,10 +25,10 @@
 
 #include <criterion/criterion.h>
 
-#include "context.h"
+#include "context/context.h"
 #include "hsq.h"
 #include "tier_probe.h"
-#include "tiers.h"
+#include "kv/tiers.h"
 
 #define N_TOK 300
 

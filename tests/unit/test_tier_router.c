@@ -21,10 +21,10 @@
 
 #include <criterion/criterion.h>
 
-#include "context.h"
+#include "context/context.h"
 #include "hsq.h"
-#include "tiers.h"
-#include "vec_f32.h"
+#include "common/vec_f32.h"
+#include "kv/tiers.h"
 
 #define N_TOK 300
 

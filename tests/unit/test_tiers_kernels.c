@@ -18,7 +18,7 @@
 
 #include <criterion/criterion.h>
 
-#include "tiers_kernels.h"
+#include "kv/tiers_kernels.h"
 
 static float frand(unsigned *s)
 {

@@ -17,9 +17,9 @@
 #include "gguf_builder.h"
 #pragma GCC diagnostic pop
 #include "hsq.h"
-#include "model.h"
-#include "tokenizer.h"
-#include "unicode.h"
+#include "common/unicode.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
 #include "detok_stream.h"
 
 /* ------------------------------------------------------------ helpers */

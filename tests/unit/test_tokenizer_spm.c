@@ -21,10 +21,10 @@
 #pragma GCC diagnostic pop
 #include "golden_util.h"
 #include "hsq.h"
-#include "model.h"
-#include "tokenizer.h"
-#include "tokenizer_spm.h"
-#include "unicode.h"
+#include "common/unicode.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+#include "model/tokenizer_spm.h"
 #include "detok_stream.h"
 
 /* ------------------------------------------------------------ helpers */

@@ -16,7 +16,7 @@
 
 #include <criterion/criterion.h>
 
-#include "vec_f32.h"
+#include "common/vec_f32.h"
 
 static int64_t ulp_distance(float a, float b)
 {

@@ -11,7 +11,7 @@
 #include <criterion/criterion.h>
 
 #include "hsq.h"
-#include "tiers.h"
+#include "kv/tiers.h"
 
 /* A new context of n_ctx positions (one thread) that has evaluated the
  * first max_tok tokens of text, or all of them when fewer; the text must

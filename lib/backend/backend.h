@@ -1,0 +1,74 @@
+/* backend.h - where the transformer's math runs (internal).
+ *
+ * The model code (forward.c) only calls these operations on buffers the
+ * backend allocated, so a device backend (CUDA) can sit behind the same
+ * table: it would keep weights, activations and the KV cache in device
+ * memory and copy only tokens in and logits out. The CPU backend always
+ * works and is the reference ("CPU twin") for every device kernel.
+ *
+ * Shapes: activations are row-major [n_tok][width] fp32. */
+#ifndef HSQ_BACKEND_H
+#define HSQ_BACKEND_H
+
+#include <stddef.h>
+
+#include "hsq.h"
+#include "model/model.h"
+
+typedef struct hsq_backend hsq_backend;
+
+typedef struct hsq_backend_ops {
+	const char *name;
+	void (*destroy)(hsq_backend *be);
+	/* Called once per context before any math: size scratch, upload weights. */
+	hsq_status (*prepare)(hsq_backend *be, const hsq_model *model, int n_ctx);
+	/* Buffers: zeroed, 16-byte aligned; NULL when out of memory. */
+	float *(*alloc)(hsq_backend *be, size_t n_floats);
+	void (*release)(hsq_backend *be, float *buf);
+	void (*upload)(hsq_backend *be, float *dst, const float *src, size_t n_floats);
+	void (*download)(hsq_backend *be, float *dst, const float *src, size_t n_floats);
+	/* Backend buffer to backend buffer. */
+	void (*copy)(hsq_backend *be, float *dst, const float *src, size_t n_floats);
+
+	/* x[n_tok][n_embd] = rows `tokens` of the embedding table. */
+	void (*embed)(hsq_backend *be, const hsq_weight *table, const hsq_token *tokens, int n_tok, float *x);
+	/* y[n_tok][w->rows] = x[n_tok][w->cols] W^T. Batch-invariant: each
+	 * output is summed in the same order whatever n_tok is. */
+	void (*matmul)(hsq_backend *be, const hsq_weight *w, const float *x, int n_tok, float *y);
+	/* y = x / rms(x) * weight, per row of n floats. */
+	void (*rmsnorm)(hsq_backend *be, const float *x, const float *weight, int n_tok, int n, float eps, float *y);
+	/* Rotates n_heads heads of head_dim in place; token t at pos[t], angle
+	 * pos * base^(-2i/head_dim) for pair i. neox = 0: pairs (2i, 2i+1), the
+	 * GGUF llama layout; neox = 1: pairs (i, i + head_dim/2) (qwen3, gemma3). */
+	void (*rope)(hsq_backend *be, float *x, const int *pos, int n_tok, int n_heads, int head_dim, float freq_base,
+		     int neox);
+	/* Causal GQA attention. q[n_tok][n_head*hd]; caches hold `cap` rows of
+	 * [n_head_kv*hd], position p in row p % cap. Token t attends to
+	 * positions max(0, pos[t] - window + 1)..pos[t] (window 0: from 0).
+	 * Scores are q.k * scale. out[n_tok][n_head*hd]. */
+	void (*attention)(hsq_backend *be, const float *q, const float *k_cache, const float *v_cache, int cap,
+			  const int *pos, int n_tok, int n_head, int n_head_kv, int head_dim, int window, float scale,
+			  float *out);
+	/* gate[i] = silu(gate[i]) * up[i] for n floats. */
+	void (*swiglu)(hsq_backend *be, float *gate, const float *up, size_t n);
+	/* gate[i] = gelu_tanh(gate[i]) * up[i] for n floats. */
+	void (*geglu)(hsq_backend *be, float *gate, const float *up, size_t n);
+	/* x[i] *= s for n floats. */
+	void (*scale)(hsq_backend *be, float *x, float s, size_t n);
+	/* x[i] += y[i] for n floats. */
+	void (*add)(hsq_backend *be, float *x, const float *y, size_t n);
+	/* Host-side parallel for: fn(arg, task, thread) for every task in
+	 * 0..n_tasks-1, thread in 0..threads()-1 (the HSQ tier attention, which
+	 * works on host memory; a device backend runs it on its host threads). */
+	void (*parallel)(hsq_backend *be, int n_tasks, void (*fn)(void *arg, int task, int thread), void *arg);
+	int (*threads)(const hsq_backend *be);
+} hsq_backend_ops;
+
+struct hsq_backend {
+	const hsq_backend_ops *ops;
+};
+
+/* The CPU backend with n_threads workers (0 = online cores). */
+hsq_status backend_cpu_new(int n_threads, hsq_backend **out);
+
+#endif

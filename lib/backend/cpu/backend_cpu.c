@@ -1,0 +1,875 @@
+/* backend_cpu.c - the CPU backend: threaded fp32 kernels.
+ *
+ * Every output element of matmul is one dot product accumulated in 16 float
+ * lanes over k (k = 0, 16, 32, ...) and reduced lane 0..15 in order, then a
+ * scalar tail. All kernels below (1x1, 4-row, 4x4 tile) follow that order,
+ * so a token's result is bit-identical whether it was computed alone
+ * (decode) or inside a batch (prefill): a resumed snapshot continues
+ * exactly like a single pass. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "common/error.h"
+#include "common/threadpool.h"
+#include "common/vec_f32.h"
+#include "model/dequant.h"
+#include "model/ggml_types.h"
+#include "model/quant_blocks.h"
+
+#if defined(__AVX2__) && !defined(__AVX512F__)
+#define HSQ_CPU_AVX2 1
+#include "backend/cpu/backend_cpu_avx2.h"
+#endif
+
+
+#define ROWS_PER_TASK 16
+#define MAX_THREADS 256
+/* Queries of one blocked attention task (tokens x the query heads of one
+ * KV head), which share each load of a key row; a multiple of 8 and of 4,
+ * the queries that share each load of a value row (attn_values). At long
+ * context the K and V rows stream from the last-level cache once per
+ * task, so more queries a task means fewer passes over them. */
+#define ATTN_MAXQ 24
+/* Value rows a blocked task's query groups pass over in turn: 64 KiB
+ * of them, 64 rows at head_dim 256, well inside L2. */
+#define ATTN_VCHUNK_BYTES 65536
+/* Queries per value-row load: 8 where 8 accumulators of 16 lanes fit the
+ * registers (AVX-512, 32 of them), 4 on AVX2 (16 of 8 lanes, 2 a query). */
+#ifdef HSQ_CPU_AVX2
+#define ATTN_VALUES_Q 4
+#else
+#define ATTN_VALUES_Q 8
+#endif
+
+typedef struct cpu_backend {
+	hsq_backend base;
+	hsq_pool *pool;
+	int n_threads;
+	float *scratch;      /* [n_threads][ROWS_PER_TASK][max_cols]: dequantized rows */
+	float *scores;       /* [n_threads][ATTN_MAXQ][n_ctx]: attention scores */
+	int n_ctx;           /* positions the scores scratch holds */
+} cpu_backend;
+
+/* y[t][r] for 4 rows and T tokens at once (T = 4 or 6, a constant after
+ * inlining): 4T independent accumulators hide FMA latency, each w load
+ * serves T tokens and each x load 4 rows; each accumulates exactly like
+ * dot_f32. The loops must unroll completely, or gcc keeps the
+ * accumulators on the stack (two thirds of the time was those loads and
+ * stores, seen with perf annotate). 4 x 6 uses 24 + 4 + 1 of AVX-512's 32
+ * vector registers. */
+static inline __attribute__((always_inline)) void tile_4xT(const float *w, int ldw, const float *x, int ldx, int n,
+							   float *y, int ldy, const int T)
+{
+	vf16 acc[6][4] = { { { 0 } } };
+	int k = 0;
+	for (; k + 16 <= n; k += 16) {
+		vf16 wv[4];
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++)
+			wv[r] = load16(w + (size_t)r * ldw + k);
+#pragma GCC unroll 6
+		for (int t = 0; t < T; t++) {
+			vf16 xv = load16(x + (size_t)t * ldx + k);
+#pragma GCC unroll 4
+			for (int r = 0; r < 4; r++)
+				acc[t][r] += wv[r] * xv;
+		}
+	}
+#pragma GCC unroll 6
+	for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++)
+			y[(size_t)t * ldy + r] = hsum16(acc[t][r]) +
+						 tail_dot(w + (size_t)r * ldw, x + (size_t)t * ldx, k, n);
+}
+
+static void tile_4x4(const float *w, int ldw, const float *x, int ldx, int n, float *y, int ldy)
+{
+#ifdef HSQ_CPU_AVX2 /* 16 accumulators of 16 lanes do not fit 16 registers */
+	const float *xt[4] = { x, x + ldx, x + 2 * (size_t)ldx, x + 3 * (size_t)ldx };
+	float *yt[4] = { y, y + ldy, y + 2 * (size_t)ldy, y + 3 * (size_t)ldy };
+	for (int t0 = 0; t0 < 4; t0 += 2)
+		for (int r0 = 0; r0 < 4; r0 += 2)
+			tile_2x2q8(w, ldw, xt, n, yt, r0, t0);
+	return;
+#endif
+	tile_4xT(w, ldw, x, ldx, n, y, ldy, 4);
+}
+
+#ifndef HSQ_CPU_AVX2
+static void tile_4x6(const float *w, int ldw, const float *x, int ldx, int n, float *y, int ldy)
+{
+	tile_4xT(w, ldw, x, ldx, n, y, ldy, 6);
+}
+#endif
+
+/* 4 rows, one token: the decode path. */
+static void tile_4x1(const float *w, int ldw, const float *x, int n, float *y)
+{
+	vf16 acc[4] = { { 0 } };
+	int k = 0;
+	for (; k + 16 <= n; k += 16) {
+		vf16 xv = load16(x + k);
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++)
+			acc[r] += load16(w + (size_t)r * ldw + k) * xv;
+	}
+#pragma GCC unroll 4
+	for (int r = 0; r < 4; r++)
+		y[r] = hsum16(acc[r]) + tail_dot(w + (size_t)r * ldw, x, k, n);
+}
+
+/* 4 keys against 4 queries (pointers: a block's queries are not evenly
+ * spaced): s[i][r] = k_r . q_i, each in the dot_f32 order, so equal to
+ * tile_4x1 and dot_f32 bit for bit. tile_4x4 with pointers; making
+ * tile_4x4 call this one slowed gemma's matmul by a fifth (measured). */
+static void tile_4x4q(const float *k, int ldk, const float *const *q, int n, float *const *s)
+{
+#ifdef HSQ_CPU_AVX2
+	for (int i0 = 0; i0 < 4; i0 += 2)
+		for (int r0 = 0; r0 < 4; r0 += 2)
+			tile_2x2q8(k, ldk, q, n, s, r0, i0);
+	return;
+#endif
+	/* unrolled completely, or gcc 12 keeps kv and acc on the stack (a
+	 * store after every FMA, seen with perf annotate) */
+	vf16 acc[4][4] = { { { 0 } } };
+	int d = 0;
+	for (; d + 16 <= n; d += 16) {
+		vf16 kv[4], qv[4];
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++)
+			kv[r] = load16(k + (size_t)r * ldk + d);
+#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++)
+			qv[i] = load16(q[i] + d);
+#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+			for (int r = 0; r < 4; r++)
+				acc[i][r] += kv[r] * qv[i];
+	}
+	if (d == n) { /* no tail: tail_dot adds 0.0f, as here */
+		vf16 sums = hsum16x16((const vf16 *)acc) + 0.0f; /* acc[i][r] is j = 4i + r */
+		for (int i = 0; i < 4; i++)
+			memcpy(s[i], (const float *)&sums + 4 * i, 4 * sizeof(float));
+		return;
+	}
+#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++)
+			s[i][r] = hsum16(acc[i][r]) + tail_dot(k + (size_t)r * ldk, q[i], d, n);
+}
+
+typedef struct matmul_job {
+	const hsq_weight *w;
+	const float *x; /* [n_tok][cols] */
+	int n_tok;
+	float *y;       /* [n_tok][rows] */
+	float *scratch; /* per-thread slots of ROWS_PER_TASK * cols floats */
+} matmul_job;
+
+/* Fused kernels for Q4_0/Q4_1/Q5_0/Q8_0: blocks are decoded straight into
+ * registers (quant_blocks.h, the same arithmetic dequant_row uses) and
+ * multiplied into R x T accumulators. Per output the order is the
+ * dot_f32 order (16-lane chunks k = 0, 16, 32, ...), whatever R and T are,
+ * so decode (T = 1) and prefill (T = 4 tiles) agree bit for bit. R and T
+ * are compile-time constants in every call (always_inline + switch). */
+typedef void (*block_decoder)(const uint8_t *b, vf16 *lo, vf16 *hi);
+
+static inline __attribute__((always_inline)) void
+fused_tile(block_decoder decode, size_t block_bytes, const uint8_t *w, size_t row_bytes, int R, const float *x,
+	   int ldx, int T, int n, float *y, int ldy)
+{
+	vf16 acc[8][4] = { { { 0 } } };
+	for (int b = 0; b < n / 32; b++) {
+		vf16 lo[4], hi[4];
+#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+			decode(w + (size_t)r * row_bytes + (size_t)b * block_bytes, &lo[r], &hi[r]);
+#pragma GCC unroll 8
+		for (int t = 0; t < T; t++) {
+			vf16 x0 = load16(x + (size_t)t * ldx + 32 * b), x1 = load16(x + (size_t)t * ldx + 32 * b + 16);
+#pragma GCC unroll 4
+			for (int r = 0; r < R; r++) {
+				acc[t][r] += lo[r] * x0;
+				acc[t][r] += hi[r] * x1;
+			}
+		}
+	}
+#pragma GCC unroll 8
+	for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+			y[(size_t)t * ldy + r] = hsum16(acc[t][r]) + 0.0f;
+}
+
+#ifdef HSQ_CPU_AVX2
+#define FUSED_TILE(decode, block_bytes, w, rb, R, x, ldx, T, n, y, ldy) \
+	fused_tile8(qb8_##decode, block_bytes, w, rb, R, x, ldx, T, n, y, ldy)
+#else
+#define FUSED_TILE(decode, block_bytes, w, rb, R, x, ldx, T, n, y, ldy) \
+	fused_tile(qb_##decode, block_bytes, w, rb, R, x, ldx, T, n, y, ldy)
+#endif
+
+/* Tile of the fused kernels, rows x tokens: its accumulators (R x T
+ * 16-lane vectors) and decoded blocks must fit the vector registers.
+ * AVX-512 has 32 of 16 lanes: 4 x 4, and 2 x 8 (below). With sixteen of
+ * 8 lanes (AVX2) a 16-lane vector takes two: 1 row x 4 tokens (8 + 4
+ * registers, one block decode per 16 multiply-adds). The shape never
+ * changes a result. */
+#ifdef HSQ_CPU_AVX2
+#define FUSED_R 1
+#define FUSED_T 4
+#define FUSED_WIDE_CASES(decode, block_bytes)
+#else
+#define FUSED_R 4
+#define FUSED_T 4
+/* Fused batches of 8 tokens and more (8 to 15 since fused_for sends
+ * larger ones to the scratch pass) go 2 rows x 8 tokens at a time: one
+ * block decode per 16 multiply-adds instead of per 8, 16 accumulators
+ * (bench/matmul, Q4_1 at 512 tokens when those were fused: 52-53 -> 57
+ * GFLOP/s on a Zen 4, 53-56 -> 59-60 on a Xeon; 2 x 12 was slower). Only for rows of up to
+ * 1024 columns: 8 tokens of 2048 columns are 64 KiB, more than L1 holds,
+ * and the tile fell behind 4 x 4 there (Xeon, 640 x 2048: Q4_1 57 -> 45.5,
+ * Q8_0 68 -> 46 GFLOP/s). */
+#define FUSED_WIDE_R 2
+#define FUSED_WIDE_T 8
+#define FUSED_WIDE_MAX_COLS 1024
+#define FUSED_WIDE_CASES(decode, block_bytes)                                                                  \
+	case 2 * 16 + 8: FUSED_TILE(decode, block_bytes, w, rb, 2, x, ldx, 8, n, y, ldy); break;                \
+	case 1 * 16 + 8: FUSED_TILE(decode, block_bytes, w, rb, 1, x, ldx, 8, n, y, ldy); break;
+#endif
+
+#define DEFINE_FUSED(name, decode, block_bytes)                                                              \
+	static void name(const uint8_t *w, size_t rb, int R, const float *x, int ldx, int T, int n, float *y,   \
+			 int ldy)                                                                               \
+	{                                                                                                       \
+		switch (R * 16 + T) {                                                                           \
+		FUSED_WIDE_CASES(decode, block_bytes)                                                           \
+		case 4 * 16 + 4: FUSED_TILE(decode, block_bytes, w, rb, 4, x, ldx, 4, n, y, ldy); break;        \
+		case 4 * 16 + 1: FUSED_TILE(decode, block_bytes, w, rb, 4, x, ldx, 1, n, y, ldy); break;        \
+		case 1 * 16 + 4: FUSED_TILE(decode, block_bytes, w, rb, 1, x, ldx, 4, n, y, ldy); break;        \
+		default: /* R == 1, T == 1 */ FUSED_TILE(decode, block_bytes, w, rb, 1, x, ldx, 1, n, y, ldy);  \
+		}                                                                                               \
+	}
+
+DEFINE_FUSED(fused_q4_0, q4_0, Q4_0_BYTES)
+DEFINE_FUSED(fused_q4_1, q4_1, Q4_1_BYTES)
+DEFINE_FUSED(fused_q5_0, q5_0, Q5_0_BYTES)
+DEFINE_FUSED(fused_q8_0, q8_0, Q8_0_BYTES)
+
+typedef void (*fused_fn)(const uint8_t *w, size_t rb, int R, const float *x, int ldx, int T, int n, float *y, int ldy);
+
+/* The fused kernel for a type, or NULL: dequantize each task's rows to
+ * scratch once and tile them (the same sums either way). A fused kernel
+ * decodes each block once per tile of tokens, the scratch pass once per
+ * matmul, so from some batch size on the scratch pass wins: Q5_0, whose
+ * fifth bits make the block decode dear, from 6 tokens (bench/matmul on
+ * the AMD VM: 43 against 50 GFLOP/s at 512 tokens; one token 23 against
+ * 9); Q4_0, Q4_1 and Q8_0 from 16 (on the Xeon, one thread: Q4_1 at 16
+ * tokens 63-76 -> 79-112 GFLOP/s, at 512 tokens 58-63 -> 85-137; Q8_0 at
+ * 16 tokens 67-76 -> 80-108; at 8 tokens neither wins everywhere). The
+ * AVX2 kernels 9.4 against 5.8 for one Q5_0 token. */
+static fused_fn fused_for(uint32_t type, int n_tok)
+{
+	switch (type) {
+	case GGML_TYPE_Q4_0: return n_tok < 16 ? fused_q4_0 : NULL;
+	case GGML_TYPE_Q4_1: return n_tok < 16 ? fused_q4_1 : NULL;
+	case GGML_TYPE_Q5_0: return n_tok < 6 ? fused_q5_0 : NULL;
+	case GGML_TYPE_Q8_0: return n_tok < 16 ? fused_q8_0 : NULL;
+	default: return NULL;
+	}
+}
+
+/* Rows r0..r0+nr of a fused-type weight against every token. */
+static void matmul_fused(const matmul_job *j, fused_fn fn, int r0, int nr)
+{
+	const hsq_weight *w = j->w;
+	int n = (int)w->cols, ldy = (int)w->rows;
+	const uint8_t *base = w->data + (size_t)r0 * w->row_bytes;
+	int t = 0;
+#ifdef FUSED_WIDE_T
+	for (; n <= FUSED_WIDE_MAX_COLS && t + FUSED_WIDE_T <= j->n_tok; t += FUSED_WIDE_T) {
+		int r = 0;
+		for (; r + FUSED_WIDE_R <= nr; r += FUSED_WIDE_R)
+			fn(base + (size_t)r * w->row_bytes, w->row_bytes, FUSED_WIDE_R, j->x + (size_t)t * n, n,
+			   FUSED_WIDE_T, n, j->y + (size_t)t * ldy + r0 + r, ldy);
+		for (; r < nr; r++)
+			fn(base + (size_t)r * w->row_bytes, w->row_bytes, 1, j->x + (size_t)t * n, n, FUSED_WIDE_T, n,
+			   j->y + (size_t)t * ldy + r0 + r, ldy);
+	}
+#endif
+	for (; t + FUSED_T <= j->n_tok; t += FUSED_T) {
+		int r = 0;
+		for (; r + FUSED_R <= nr; r += FUSED_R)
+			fn(base + (size_t)r * w->row_bytes, w->row_bytes, FUSED_R, j->x + (size_t)t * n, n, FUSED_T, n,
+			   j->y + (size_t)t * ldy + r0 + r, ldy);
+		for (; r < nr; r++)
+			fn(base + (size_t)r * w->row_bytes, w->row_bytes, 1, j->x + (size_t)t * n, n, FUSED_T, n,
+			   j->y + (size_t)t * ldy + r0 + r, ldy);
+	}
+	for (; t < j->n_tok; t++) {
+		int r = 0;
+		for (; r + FUSED_R <= nr; r += FUSED_R)
+			fn(base + (size_t)r * w->row_bytes, w->row_bytes, FUSED_R, j->x + (size_t)t * n, n, 1, n,
+			   j->y + (size_t)t * ldy + r0 + r, ldy);
+		for (; r < nr; r++)
+			fn(base + (size_t)r * w->row_bytes, w->row_bytes, 1, j->x + (size_t)t * n, n, 1, n,
+			   j->y + (size_t)t * ldy + r0 + r, ldy);
+	}
+}
+
+static void matmul_task(void *arg, int task, int thread)
+{
+	const matmul_job *j = arg;
+	const hsq_weight *w = j->w;
+	int n = (int)w->cols;
+	int r0 = task * ROWS_PER_TASK;
+	int nr = (int)w->rows - r0 < ROWS_PER_TASK ? (int)w->rows - r0 : ROWS_PER_TASK;
+	fused_fn fn = fused_for(w->type, j->n_tok);
+	if (fn) {
+		matmul_fused(j, fn, r0, nr);
+		return;
+	}
+	float *wbuf;
+	if (w->type == GGML_TYPE_F32) { /* use the rows in place */
+		wbuf = (float *)(w->data + (size_t)r0 * w->row_bytes);
+	} else {
+		wbuf = j->scratch + (size_t)thread * ROWS_PER_TASK * n;
+		for (int r = 0; r < nr; r++)
+			dequant_row(w->type, w->data + (size_t)(r0 + r) * w->row_bytes, wbuf + (size_t)r * n, n);
+	}
+	int ldy = (int)w->rows;
+	int t = 0;
+#ifndef HSQ_CPU_AVX2
+	for (; t + 6 <= j->n_tok; t += 6) {
+		int r = 0;
+		for (; r + 4 <= nr; r += 4)
+			tile_4x6(wbuf + (size_t)r * n, n, j->x + (size_t)t * n, n, n, j->y + (size_t)t * ldy + r0 + r, ldy);
+		for (; r < nr; r++)
+			for (int tt = t; tt < t + 6; tt++)
+				j->y[(size_t)tt * ldy + r0 + r] = dot_f32(wbuf + (size_t)r * n, j->x + (size_t)tt * n, n);
+	}
+#endif
+	for (; t + 4 <= j->n_tok; t += 4) {
+		int r = 0;
+		for (; r + 4 <= nr; r += 4)
+			tile_4x4(wbuf + (size_t)r * n, n, j->x + (size_t)t * n, n, n, j->y + (size_t)t * ldy + r0 + r, ldy);
+		for (; r < nr; r++)
+			for (int tt = t; tt < t + 4; tt++)
+				j->y[(size_t)tt * ldy + r0 + r] = dot_f32(wbuf + (size_t)r * n, j->x + (size_t)tt * n, n);
+	}
+	for (; t < j->n_tok; t++) {
+		int r = 0;
+		for (; r + 4 <= nr; r += 4)
+			tile_4x1(wbuf + (size_t)r * n, n, j->x + (size_t)t * n, n, j->y + (size_t)t * ldy + r0 + r);
+		for (; r < nr; r++)
+			j->y[(size_t)t * ldy + r0 + r] = dot_f32(wbuf + (size_t)r * n, j->x + (size_t)t * n, n);
+	}
+}
+
+static void cpu_matmul(hsq_backend *be, const hsq_weight *w, const float *x, int n_tok, float *y)
+{
+	cpu_backend *cb = (cpu_backend *)be;
+	matmul_job j = { w, x, n_tok, y, cb->scratch };
+	int n_tasks = (int)((w->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
+	pool_run(cb->pool, n_tasks, matmul_task, &j);
+}
+
+static void cpu_embed(hsq_backend *be, const hsq_weight *table, const hsq_token *tokens, int n_tok, float *x)
+{
+	for (int t = 0; t < n_tok; t++)
+		dequant_row(table->type, table->data + (size_t)tokens[t] * table->row_bytes, x + (size_t)t * table->cols,
+			    table->cols);
+}
+
+static void cpu_rmsnorm(hsq_backend *be, const float *x, const float *weight, int n_tok, int n, float eps, float *y)
+{
+	for (int t = 0; t < n_tok; t++) {
+		const float *xr = x + (size_t)t * n;
+		float *yr = y + (size_t)t * n;
+		float ss = dot_f32(xr, xr, n);
+		float scale = 1.0f / sqrtf(ss / (float)n + eps);
+		for (int i = 0; i < n; i++)
+			yr[i] = xr[i] * scale * weight[i];
+	}
+}
+
+static void cpu_rope(hsq_backend *be, float *x, const int *pos, int n_tok, int n_heads, int head_dim, float freq_base,
+		     int neox)
+{
+	int half = head_dim / 2;
+	for (int t = 0; t < n_tok; t++) {
+		for (int i = 0; i < half; i++) {
+			/* theta_i = pos * base^(-2i/d), in double so long positions keep precision */
+			double theta = (double)pos[t] * pow((double)freq_base, -2.0 * i / head_dim);
+			float c = (float)cos(theta), s = (float)sin(theta);
+			int i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+			for (int h = 0; h < n_heads; h++) {
+				float *v = x + ((size_t)t * n_heads + h) * head_dim;
+				float a = v[i0], b = v[i1];
+				v[i0] = a * c - b * s;
+				v[i1] = a * s + b * c;
+			}
+		}
+	}
+}
+
+typedef struct attn_job {
+	cpu_backend *cb;
+	const float *q, *k, *v; /* caches of cap rows */
+	int cap;
+	const int *pos;
+	int n_tok, n_head, n_head_kv, head_dim, window;
+	float scale;
+	float *out;
+	int tok_block;          /* tokens per blocked task (attn_block_task) */
+} attn_job;
+
+/* Scores to attention weights, in place: s[p] = exp(s[p] * scale - max) *
+ * (1 / sum). Every step is elementwise or a fixed order over the row (the
+ * max exactly; the sum in 16 lanes, hsum16, then the tail), so the weights
+ * of a row depend on the row alone, whichever batch it came in. */
+static void softmax_weights(float *s, int n, float scale)
+{
+	vf16 sum16 = { 0 }, mx16 = sum16 - INFINITY;
+	float mx = -INFINITY, sum;
+	int p = 0;
+	for (; p + 16 <= n; p += 16) { /* the max of the scaled scores, read only */
+		vf16 x = load16(s + p) * scale;
+		vi16 gt = x > mx16;
+		mx16 = (vf16)((gt & (vi16)x) | (~gt & (vi16)mx16));
+	}
+	for (int i = 0; i < 16; i++)
+		mx = mx16[i] > mx ? mx16[i] : mx;
+	for (; p < n; p++)
+		mx = s[p] * scale > mx ? s[p] * scale : mx;
+	for (p = 0; p + 16 <= n; p += 16) {
+		vf16 x = vexp16(load16(s + p) * scale - mx);
+		memcpy(s + p, &x, sizeof x);
+		sum16 += x;
+	}
+	sum = hsum16(sum16);
+	for (; p < n; p++) {
+		s[p] = expf_softmax(s[p] * scale - mx);
+		sum += s[p];
+	}
+	float inv = 1.0f / sum;
+	for (p = 0; p + 16 <= n; p += 16) {
+		vf16 x = load16(s + p) * inv;
+		memcpy(s + p, &x, sizeof x);
+	}
+	for (; p < n; p++)
+		s[p] *= inv;
+}
+
+/* One (token, head) pair: scores over positions 0..pos, softmax, weighted
+ * sum of values, each in a fixed sequential order over positions. Scores
+ * use the dot_f32 order, so results do not depend on the batch. */
+static void attn_task(void *arg, int task, int thread)
+{
+	const attn_job *j = arg;
+	int hd = j->head_dim, t = task / j->n_head, h = task % j->n_head;
+	int g = h / (j->n_head / j->n_head_kv);
+	size_t kvw = (size_t)j->n_head_kv * hd;
+	const float *q = j->q + ((size_t)t * j->n_head + h) * hd;
+	const float *kb = j->k + (size_t)g * hd, *vb = j->v + (size_t)g * hd;
+	float *out = j->out + ((size_t)t * j->n_head + h) * hd;
+	float *s = j->cb->scores + (size_t)thread * ATTN_MAXQ * j->cb->n_ctx;
+	int first = j->window && j->pos[t] + 1 > j->window ? j->pos[t] + 1 - j->window : 0;
+	int n = j->pos[t] + 1 - first, cap = j->cap;
+	/* Positions first..pos[t] are rows (first + p) % cap: at most two
+	 * contiguous runs of the ring. */
+	int r0 = first % cap, run = cap - r0 < n ? cap - r0 : n;
+	int p = 0;
+	for (; p + 4 <= run; p += 4) /* 4 keys at once: same order as dot_f32 */
+		tile_4x1(kb + (r0 + p) * kvw, (int)kvw, q, hd, s + p);
+	for (; p < run; p++)
+		s[p] = dot_f32(q, kb + (r0 + p) * kvw, hd);
+	for (; p + 4 <= n; p += 4)
+		tile_4x1(kb + (p - run) * kvw, (int)kvw, q, hd, s + p);
+	for (; p < n; p++)
+		s[p] = dot_f32(q, kb + (p - run) * kvw, hd);
+	softmax_weights(s, n, j->scale);
+	int d0 = 0;
+#ifdef HSQ_CPU_AVX2
+	if (run == n) /* one contiguous run of rows: the blocked task's kernel */
+		d0 = attn_values8(vb + (size_t)r0 * kvw, kvw, hd, &s, &n, &out, 1, n, n, 0, n, 1);
+#endif
+	/* 16-lane blocks of the output accumulate in registers over positions */
+	for (; d0 + 16 <= hd; d0 += 16) {
+		vf16 acc = { 0 };
+		for (p = 0; p < n; p++) {
+			size_t row = p < run ? (size_t)(r0 + p) : (size_t)(p - run);
+			acc += s[p] * load16(vb + row * kvw + d0);
+		}
+		memcpy(out + d0, &acc, sizeof acc);
+	}
+	for (int d = d0; d < hd; d++) {
+		float o = 0.0f;
+		for (p = 0; p < n; p++) {
+			size_t row = p < run ? (size_t)(r0 + p) : (size_t)(p - run);
+			o += s[p] * vb[row * kvw + d];
+		}
+		out[d] = o;
+	}
+}
+
+/* out[i] = sum over p < n[i] of w[i][p] * v_p for Q queries (Q = 1, 4 or
+ * ATTN_VALUES_Q, a constant after inlining, so the accumulators stay in
+ * registers) sharing one load of each value row; each query's sum in
+ * position order. One call adds the rows p0 <= p < p1 (first: the call
+ * with p0 = 0, which starts the sums); between calls a sum waits in
+ * out[i], stored and reloaded exactly, so a run of calls over consecutive
+ * ranges gives the bits of one call over them all. */
+static inline __attribute__((always_inline)) void attn_values(const float *vb, size_t kvw, int hd,
+							      float *const *w, const int *n, float *const *out,
+							      const int Q, int p0, int p1, int first)
+{
+	int n_min = n[0], n_max = n[0];
+	for (int i = 1; i < Q; i++) {
+		n_min = n[i] < n_min ? n[i] : n_min;
+		n_max = n[i] > n_max ? n[i] : n_max;
+	}
+	int lo = n_min < p1 ? n_min : p1, hi = n_max < p1 ? n_max : p1;
+	int d0 = 0;
+#ifdef HSQ_CPU_AVX2
+	d0 = attn_values8(vb, kvw, hd, w, n, out, Q, n_min, n_max, p0, p1, first);
+#endif
+	for (; d0 + 16 <= hd; d0 += 16) {
+		vf16 acc[ATTN_VALUES_Q] = { { 0 } };
+		if (!first)
+			for (int i = 0; i < Q; i++)
+				acc[i] = load16(out[i] + d0);
+		int p = p0;
+		for (; p < lo; p++) {
+			vf16 v = load16(vb + (size_t)p * kvw + d0);
+#pragma GCC unroll 8
+			for (int i = 0; i < Q; i++)
+				acc[i] += w[i][p] * v;
+		}
+		for (; p < hi; p++) {
+			vf16 v = load16(vb + (size_t)p * kvw + d0);
+#pragma GCC unroll 8
+			for (int i = 0; i < Q; i++)
+				if (p < n[i])
+					acc[i] += w[i][p] * v;
+		}
+		for (int i = 0; i < Q; i++)
+			memcpy(out[i] + d0, &acc[i], sizeof acc[i]);
+	}
+	for (int i = 0; i < Q; i++)
+		for (int d = d0; d < hd; d++) {
+			float o = first ? 0.0f : out[i][d];
+			for (int p = p0; p < n[i] && p < p1; p++)
+				o += w[i][p] * vb[(size_t)p * kvw + d];
+			out[i][d] = o;
+		}
+}
+
+/* Scores of Q queries (Q = rep, at most ATTN_MAXQ) against the rows
+ * p0..p1-1 of the keys at kb (row r at kb + r * kvw) into s[i][o + p - p0]:
+ * 4 keys x 4 queries at a time, then 4 keys x 1 query, then one key at a
+ * time, as attn_task does for each query (tile_4x4q equals tile_4x1 and
+ * dot_f32 bit for bit). */
+static void heads_scores(const float *kb, size_t kvw, int hd, const float *const *q, int Q, int p0, int p1,
+			 float *const *s, int o)
+{
+	int p = p0;
+	for (; p + 4 <= p1; p += 4) {
+		const float *k4 = kb + (size_t)p * kvw;
+		int i = 0;
+		for (; i + 4 <= Q; i += 4) {
+			float *s4[4] = { s[i] + o + p - p0, s[i + 1] + o + p - p0, s[i + 2] + o + p - p0,
+					 s[i + 3] + o + p - p0 };
+			tile_4x4q(k4, (int)kvw, q + i, hd, s4);
+		}
+		for (; i < Q; i++)
+			tile_4x1(k4, (int)kvw, q[i], hd, s[i] + o + p - p0);
+	}
+	for (; p < p1; p++)
+		for (int i = 0; i < Q; i++)
+			s[i][o + p - p0] = dot_f32(q[i], kb + (size_t)p * kvw, hd);
+}
+
+/* Sliding-window layers in a batch: the query heads that share a KV head
+ * see the same window of one token, the same rows of the ring, so one
+ * task per (token, KV head) scores them 4 at a time and sums the values
+ * 4 (or ATTN_VALUES_Q) at a time, each value row loaded once for all of
+ * them where attn_task loads it once per head. Each query's sums run in
+ * attn_task's order over the one or two runs of the ring, so the results
+ * are attn_task's bit for bit (test_forward,
+ * window_attention_is_batch_invariant). */
+static void attn_heads_task(void *arg, int task, int thread)
+{
+	const attn_job *j = arg;
+	int hd = j->head_dim, rep = j->n_head / j->n_head_kv;
+	int t = task / j->n_head_kv, g = task % j->n_head_kv;
+	size_t kvw = (size_t)j->n_head_kv * hd;
+	const float *kb = j->k + (size_t)g * hd, *vb = j->v + (size_t)g * hd;
+	const float *q[ATTN_MAXQ] = { 0 };
+	float *out[ATTN_MAXQ] = { 0 }, *s[ATTN_MAXQ] = { 0 }, *s2[ATTN_MAXQ] = { 0 };
+	int first = j->window && j->pos[t] + 1 > j->window ? j->pos[t] + 1 - j->window : 0;
+	int n = j->pos[t] + 1 - first, cap = j->cap;
+	int r0 = first % cap, run = cap - r0 < n ? cap - r0 : n;
+	int nn[ATTN_MAXQ], n2[ATTN_MAXQ];
+	for (int i = 0; i < rep; i++) {
+		size_t at = ((size_t)t * j->n_head + (size_t)g * rep + i) * hd;
+		q[i] = j->q + at;
+		out[i] = j->out + at;
+		s[i] = j->cb->scores + ((size_t)thread * ATTN_MAXQ + i) * j->cb->n_ctx;
+		s2[i] = s[i] + run;
+		nn[i] = run;
+		n2[i] = n - run;
+	}
+	/* positions first..pos[t]: rows r0..r0+run-1, then 0..n-run-1 */
+	heads_scores(kb, kvw, hd, q, rep, r0, r0 + run, s, 0);
+	heads_scores(kb, kvw, hd, q, rep, 0, n - run, s, run);
+	for (int i = 0; i < rep; i++)
+		softmax_weights(s[i], n, j->scale);
+	for (int part = 0; part < 2; part++) {
+		const float *rows = part ? vb : vb + (size_t)r0 * kvw;
+		float *const *w = part ? s2 : s;
+		const int *np = part ? n2 : nn;
+		int len = part ? n - run : run;
+		if (part && len == 0)
+			break;
+		int i = 0;
+#if ATTN_VALUES_Q == 8
+		for (; i + 8 <= rep; i += 8)
+			attn_values(rows, kvw, hd, w + i, np + i, out + i, 8, 0, len, !part);
+#endif
+		for (; i + 4 <= rep; i += 4)
+			attn_values(rows, kvw, hd, w + i, np + i, out + i, 4, 0, len, !part);
+		for (; i < rep; i++)
+			attn_values(rows, kvw, hd, w + i, np + i, out + i, 1, 0, len, !part);
+	}
+}
+
+/* The same attention for a block of tokens and one KV head, in global
+ * layers (positions 0..pos[t] are rows 0..pos[t]): each key row is loaded
+ * once for all the block's queries (its tokens times the query heads
+ * sharing the KV head) and each value row once per 4 of them, where
+ * attn_task loads both once per query; at long context that stream of K
+ * and V from memory was most of a prefill. Every query's sums run in
+ * attn_task's order, so the results are bit-identical to it (test_forward,
+ * blocked_attention_is_batch_invariant). */
+static void attn_block_task(void *arg, int task, int thread)
+{
+	const attn_job *j = arg;
+	int hd = j->head_dim, rep = j->n_head / j->n_head_kv;
+	int n_blocks = (j->n_tok + j->tok_block - 1) / j->tok_block;
+	int g = task / n_blocks, t0 = (task % n_blocks) * j->tok_block;
+	int t1 = t0 + j->tok_block < j->n_tok ? t0 + j->tok_block : j->n_tok;
+	size_t kvw = (size_t)j->n_head_kv * hd;
+	const float *kb = j->k + (size_t)g * hd, *vb = j->v + (size_t)g * hd;
+	const float *q[ATTN_MAXQ];
+	float *out[ATTN_MAXQ], *s[ATTN_MAXQ];
+	int n[ATTN_MAXQ], m = 0, n_min = j->cb->n_ctx, n_max = 0;
+	for (int t = t0; t < t1; t++)
+		for (int r = 0; r < rep; r++, m++) {
+			size_t at = ((size_t)t * j->n_head + (size_t)g * rep + r) * hd;
+			q[m] = j->q + at;
+			out[m] = j->out + at;
+			s[m] = j->cb->scores + ((size_t)thread * ATTN_MAXQ + m) * j->cb->n_ctx;
+			n[m] = j->pos[t] + 1;
+			n_min = n[m] < n_min ? n[m] : n_min;
+			n_max = n[m] > n_max ? n[m] : n_max;
+		}
+	/* scores: 4 keys at a time for every query that reaches all 4 (4
+	 * queries at a time while all do), then each query's last n % 4 keys
+	 * one by one, as attn_task does */
+	for (int p = 0; p + 4 <= n_max; p += 4) {
+		const float *k4 = kb + (size_t)p * kvw;
+		int i = 0;
+		if (p + 4 <= n_min)
+			for (; i + 4 <= m; i += 4) {
+				float *s4[4] = { s[i] + p, s[i + 1] + p, s[i + 2] + p, s[i + 3] + p };
+				tile_4x4q(k4, (int)kvw, q + i, hd, s4);
+			}
+		for (; i < m; i++)
+			if (p + 4 <= n[i])
+				tile_4x1(k4, (int)kvw, q[i], hd, s[i] + p);
+	}
+	for (int i = 0; i < m; i++) {
+		for (int p = n[i] - n[i] % 4; p < n[i]; p++)
+			s[i][p] = dot_f32(q[i], kb + (size_t)p * kvw, hd);
+		softmax_weights(s[i], n[i], j->scale);
+	}
+	/* values: ATTN_VALUES_Q queries at a time, then 4, then one by one,
+	 * over a chunk of rows that stays in L2 while every group passes over
+	 * it (the V stream from the last-level cache once per task, not once
+	 * per group); the sums carry over between chunks in out */
+	int chunk = ATTN_VCHUNK_BYTES / (hd * (int)sizeof(float));
+	chunk = chunk < 16 ? 16 : chunk;
+	for (int p0 = 0; p0 < n_max; p0 += chunk) {
+		int p1 = n_max - p0 < chunk ? n_max : p0 + chunk, first = p0 == 0;
+		int i = 0;
+#if ATTN_VALUES_Q == 8
+		for (; i + 8 <= m; i += 8)
+			attn_values(vb, kvw, hd, s + i, n + i, out + i, 8, p0, p1, first);
+#endif
+		for (; i + 4 <= m; i += 4)
+			attn_values(vb, kvw, hd, s + i, n + i, out + i, 4, p0, p1, first);
+		for (; i < m; i++)
+			attn_values(vb, kvw, hd, s + i, n + i, out + i, 1, p0, p1, first);
+	}
+}
+
+static void cpu_attention(hsq_backend *be, const float *q, const float *k_cache, const float *v_cache, int cap,
+			  const int *pos, int n_tok, int n_head, int n_head_kv, int head_dim, int window, float scale,
+			  float *out)
+{
+	cpu_backend *cb = (cpu_backend *)be;
+	int rep = n_head / n_head_kv, tok_block = rep <= ATTN_MAXQ ? ATTN_MAXQ / rep : 0;
+	attn_job j = { cb, q, k_cache, v_cache, cap, pos, n_tok, n_head, n_head_kv, head_dim, window, scale, out,
+		       tok_block };
+	/* blocked where it pays and its layout holds: a global layer whose rows
+	 * are positions, and tokens enough to share each row among several */
+	int blocked = !window && tok_block >= 2 && n_tok >= 2;
+	for (int t = 0; blocked && t < n_tok; t++)
+		blocked = pos[t] >= 0 && pos[t] < cap && pos[t] < cb->n_ctx;
+	/* a sliding-window layer's batch: the heads of a KV head together (one
+	 * token alone, decode, keeps attn_task: the same bits, and its tasks
+	 * spread over more threads) */
+	int heads = window && n_tok >= 2 && rep >= 2 && rep <= ATTN_MAXQ;
+	if (blocked)
+		pool_run(cb->pool, n_head_kv * ((n_tok + tok_block - 1) / tok_block), attn_block_task, &j);
+	else if (heads)
+		pool_run(cb->pool, n_tok * n_head_kv, attn_heads_task, &j);
+	else
+		pool_run(cb->pool, n_tok * n_head, attn_task, &j);
+}
+
+static void cpu_swiglu(hsq_backend *be, float *gate, const float *up, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+/* GELU with the tanh approximation, as gemma's reference uses. */
+static void cpu_geglu(hsq_backend *be, float *gate, const float *up, size_t n)
+{
+	const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+	for (size_t i = 0; i < n; i++) {
+		float x = gate[i];
+		gate[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))) * up[i];
+	}
+}
+
+static void cpu_scale(hsq_backend *be, float *x, float s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] *= s;
+}
+
+static void cpu_add(hsq_backend *be, float *x, const float *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] += y[i];
+}
+
+/* calloc: large blocks come straight from mmap as untouched zero pages, so
+ * a big KV cache costs memory only as positions fill. Kernels load with
+ * memcpy, so 16-byte alignment is enough. */
+static void cpu_parallel(hsq_backend *be, int n_tasks, void (*fn)(void *arg, int task, int thread), void *arg)
+{
+	pool_run(((cpu_backend *)be)->pool, n_tasks, fn, arg);
+}
+
+static int cpu_threads(const hsq_backend *be) { return ((const cpu_backend *)be)->n_threads; }
+
+static float *cpu_alloc(hsq_backend *be, size_t n_floats)
+{
+	return calloc(n_floats ? n_floats : 1, sizeof(float));
+}
+
+static void cpu_release(hsq_backend *be, float *buf)
+{
+	free(buf);
+}
+
+static void cpu_copy(hsq_backend *be, float *dst, const float *src, size_t n_floats)
+{
+	memcpy(dst, src, n_floats * sizeof(float));
+}
+
+static hsq_status cpu_prepare(hsq_backend *be, const hsq_model *model, int n_ctx)
+{
+	cpu_backend *cb = (cpu_backend *)be;
+	const hsq_model_info *mi = &model->info;
+	size_t max_cols = (size_t)(mi->n_ff > mi->n_embd ? mi->n_ff : mi->n_embd);
+	if ((size_t)mi->n_head * mi->head_dim > max_cols)
+		max_cols = (size_t)mi->n_head * mi->head_dim;
+	free(cb->scratch);
+	free(cb->scores);
+	cb->scratch = cpu_alloc(be, (size_t)cb->n_threads * ROWS_PER_TASK * max_cols);
+	cb->scores = cpu_alloc(be, (size_t)cb->n_threads * ATTN_MAXQ * (size_t)n_ctx);
+	cb->n_ctx = n_ctx;
+	if (!cb->scratch || !cb->scores)
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for %d threads of scratch at context %d", cb->n_threads,
+				n_ctx);
+	return HSQ_OK;
+}
+
+static void cpu_destroy(hsq_backend *be)
+{
+	cpu_backend *cb = (cpu_backend *)be;
+	if (!cb)
+		return;
+	pool_free(cb->pool);
+	free(cb->scratch);
+	free(cb->scores);
+	free(cb);
+}
+
+static const hsq_backend_ops cpu_ops = {
+	.name = "cpu",
+	.destroy = cpu_destroy,
+	.prepare = cpu_prepare,
+	.alloc = cpu_alloc,
+	.release = cpu_release,
+	.upload = cpu_copy,
+	.download = cpu_copy,
+	.copy = cpu_copy,
+	.embed = cpu_embed,
+	.matmul = cpu_matmul,
+	.rmsnorm = cpu_rmsnorm,
+	.rope = cpu_rope,
+	.attention = cpu_attention,
+	.swiglu = cpu_swiglu,
+	.geglu = cpu_geglu,
+	.scale = cpu_scale,
+	.add = cpu_add,
+	.parallel = cpu_parallel,
+	.threads = cpu_threads,
+};
+
+hsq_status backend_cpu_new(int n_threads, hsq_backend **out)
+{
+	*out = NULL;
+	if (n_threads <= 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		n_threads = n > 0 ? (int)n : 1;
+	}
+	if (n_threads > MAX_THREADS)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "%d threads requested; at most %d are supported", n_threads,
+				MAX_THREADS);
+	cpu_backend *cb = calloc(1, sizeof *cb);
+	if (!cb)
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory creating the cpu backend");
+	cb->base.ops = &cpu_ops;
+	cb->n_threads = n_threads;
+	hsq_status st = pool_new(n_threads, &cb->pool);
+	if (st) {
+		free(cb);
+		return st;
+	}
+	*out = &cb->base;
+	return HSQ_OK;
+}

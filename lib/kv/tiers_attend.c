@@ -1,0 +1,743 @@
+/* tiers_attend.c - decode through the HSQ tiers: route, fetch, attend,
+ * and compress the tail online.
+ *
+ * A chunk of tokens goes through three steps, each in parallel:
+ *   1. route, for each token and KV head (one task): score every L2 group
+ *      against the query heads that share the KV head (the maximum over
+ *      them), by the bound of q.k its keys' router codes give and by its
+ *      key summary, and take groups from the two rankings in turn while
+ *      their tokens fit the budget; a retrieval head (the few with the
+ *      highest induction score, tiers.h) takes every group;
+ *   2. fetch: decode each group that some token of the chunk takes, once,
+ *      into a slot of its head's decoded-group cache (which keeps it for
+ *      the next calls), the keys rotated to their positions; a group the
+ *      full cache has no slot for is decoded by each task that takes it;
+ *   3. attend, for each token and KV head, for each query head (up to four
+ *      at once sharing each row load, tiers_kernels.h): softmax over L1
+ *      tokens, the summaries of the groups not fetched (score + log(group
+ *      size): a summary stands for that many tokens with the same key),
+ *      the fetched tokens and the tail up to the token's own position;
+ *      fetched groups' summaries are masked so no token counts twice.
+ * Decoding is deterministic, so where a group's rows come from changes no
+ * bit of the result: a chunk gives the logits of its tokens one at a time.
+ * Sliding-window layers only hold L1 and the tail, masked to the window. */
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/vec_f32.h"
+#include "context/context.h"
+#include "kv/tiers.h"
+#include "kv/tiers_kernels.h"
+
+typedef struct ranked_group {
+	float score;
+	int32_t group;
+} ranked_group;
+
+/* The rankings' order: higher score first, ties by group index, so a
+ * ranking is the same whatever algorithm produces it. */
+static int ranks_before(ranked_group a, ranked_group b)
+{
+	return a.score != b.score ? a.score > b.score : a.group < b.group;
+}
+
+/* Heap of n groups, the first in ranks_before order at the root. The
+ * router takes a few hundred of the groups from each ranking, so popping
+ * them from a heap (O(n) to build, O(log n) a group) replaces sorting all
+ * of them. */
+static void heap_sift(ranked_group *a, int n, int i)
+{
+	ranked_group v = a[i];
+	for (int c; (c = 2 * i + 1) < n; i = c) {
+		if (c + 1 < n && ranks_before(a[c + 1], a[c]))
+			c++;
+		if (!ranks_before(a[c], v))
+			break;
+		a[i] = a[c];
+	}
+	a[i] = v;
+}
+
+static void heap_build(ranked_group *a, int n)
+{
+	for (int i = n / 2 - 1; i >= 0; i--)
+		heap_sift(a, n, i);
+}
+
+static ranked_group heap_pop(ranked_group *a, int *n)
+{
+	ranked_group top = a[0];
+	a[0] = a[--*n];
+	heap_sift(a, *n, 0);
+	return top;
+}
+
+/* Grows a scratch buffer; returns 0 or -1. */
+static int reserve(void **p, int need, size_t elem)
+{
+
+	void *q = realloc(*p, (size_t)(need > 0 ? need : 1) * elem);
+	if (!q)
+		return -1;
+	*p = q;
+	return 0;
+}
+
+static hsq_status ensure_scratch(struct hsq_tiers *t, int groups, int fetch, int scores, int n_pos, int keys)
+{
+	int hd = t->head_dim;
+	for (int i = 0; i < t->n_threads; i++) {
+		tier_scratch *x = &t->scratch[i];
+		if (groups > x->cap_groups || !x->gk) {
+			if (reserve(&x->rank, 2 * groups, sizeof(ranked_group)) ||
+			    reserve((void **)&x->gscore, groups, sizeof(float)) ||
+			    reserve((void **)&x->pq_table, t->n_head / t->n_head_kv * hd * TIER_PQ_K, sizeof(float)) ||
+			    reserve((void **)&x->fetched, groups, 1) || reserve((void **)&x->gk, groups, sizeof *x->gk) ||
+			    reserve((void **)&x->gv, groups, sizeof *x->gv) ||
+			    reserve((void **)&x->gsize, groups, sizeof *x->gsize) ||
+			    reserve((void **)&x->sum_bias, groups, sizeof *x->sum_bias) ||
+			    reserve((void **)&x->sum_score, groups, sizeof *x->sum_score))
+				goto nomem;
+			x->cap_groups = groups;
+		}
+		if (fetch > x->cap_fetch) {
+			if (reserve((void **)&x->fpos, fetch, sizeof(int32_t)) ||
+			    reserve((void **)&x->fk, fetch, hd * sizeof(float)) ||
+			    reserve((void **)&x->fv, fetch, hd * sizeof(float)))
+				goto nomem;
+			x->cap_fetch = fetch;
+		}
+		if (keys > x->cap_keys) {
+			if (reserve((void **)&x->kscore, keys, sizeof(float)))
+				goto nomem;
+			x->cap_keys = keys;
+		}
+		if (scores > x->cap_scores) {
+			if (reserve((void **)&x->s, TIERS_KERNEL_MAXQ * scores, sizeof(float)))
+				goto nomem;
+			x->cap_scores = scores;
+		}
+		if (n_pos > x->cap_pos) {
+			if (reserve((void **)&x->ps, n_pos, sizeof(float)) ||
+			    reserve((void **)&x->covered, n_pos, 1))
+				goto nomem;
+			memset(x->covered, 0, (size_t)n_pos);
+			x->cap_pos = n_pos;
+		}
+	}
+	return HSQ_OK;
+nomem:
+	return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the tier attention scratch");
+}
+
+typedef struct attend_job {
+	struct hsq_tiers *t;
+	tier_layer *L;
+	const float *q;        /* [n][n_head * hd] */
+	const int *pos;        /* [n] */
+	int n;
+	int budget;            /* tokens per head; INT_MAX = every group */
+	const float *full_k, *full_v; /* probe: the layer's full cache (ring) or NULL */
+	int full_cap;
+	float *out;            /* [n][n_head * hd] */
+	int32_t *trace;        /* [n * H][max_groups] fetched group ids */
+	int *n_trace;          /* [n * H] */
+	int max_groups;
+	double *recall;        /* [n * H] summed over the head's query heads */
+	int use_cache;         /* 1: fetched groups are read from the heads'
+				* decoded-group caches (filled before the
+				* attention tasks run, read only by them) */
+	uint64_t stamp;        /* this call's clock value for the cache */
+} attend_job;
+
+/* The router (docs/tiers.md, Decoding): marks in fetched[] the groups of
+ * head h that a token's queries q ([G][hd], the query heads sharing the KV
+ * head) take under budget tokens. Two rankings take turns: by the bound of
+ * q.k over each group's keys that the router codes give (tiers_pq.c),
+ * which finds a group holding one key the query matches strongly (a
+ * needle) even when its mean key does not; and by q.k_summary, which finds
+ * the groups whose attention mass is spread over many keys. Each turn
+ * takes the next group of its ranking that is not taken yet and still
+ * fits; a group that would overflow the budget is skipped. A score is the
+ * largest over the G query heads. x: the task's scratch (rankings of
+ * 2 n_group entries, the router's tables and scores). */
+static void route(const struct hsq_tiers *t, const tier_head *h, const float *q, int G, int hd, int budget,
+		  tier_scratch *x, uint8_t *fetched)
+{
+	int ng = h->n_group;
+	ranked_group *by_bound = x->rank, *by_mean = by_bound + ng;
+	int coded = h->pq_centroid != NULL; /* not when fitting it ran out of memory */
+	if (coded)
+		tiers_pq_group_scores(t, h, q, G, x->pq_table, x->kscore, x->gscore);
+	/* q.k_summary, the largest over the query heads, up to four heads at
+	 * a time through x->s (free until the attention) */
+	float *best = x->sum_score;
+	for (int k = 0; k < ng; k++)
+		best[k] = -INFINITY;
+	for (int hq0 = 0; hq0 < G; hq0 += TIERS_KERNEL_MAXQ) {
+		int Q = G - hq0 < TIERS_KERNEL_MAXQ ? G - hq0 : TIERS_KERNEL_MAXQ;
+		const float *qs[TIERS_KERNEL_MAXQ];
+		float *dots[TIERS_KERNEL_MAXQ];
+		for (int i = 0; i < Q; i++) {
+			qs[i] = q + (size_t)(hq0 + i) * hd;
+			dots[i] = x->s + (size_t)i * x->cap_scores;
+		}
+		tiers_scores(qs, Q, h->sum_k, (size_t)hd, ng, hd, 1.0f, NULL, dots);
+		for (int i = 0; i < Q; i++)
+			for (int k = 0; k < ng; k++)
+				best[k] = dots[i][k] > best[k] ? dots[i][k] : best[k];
+	}
+	for (int k = 0; k < ng; k++) {
+		by_bound[k] = (ranked_group){ coded ? x->gscore[k] : best[k], k };
+		by_mean[k] = (ranked_group){ best[k], k };
+	}
+	heap_build(by_bound, ng);
+	heap_build(by_mean, ng);
+	ranked_group *list[2] = { by_bound, by_mean };
+	int left[2] = { ng, ng }, total = 0;
+	for (int turn = 0; (left[0] > 0 || left[1] > 0) && total < budget; turn ^= 1)
+		while (left[turn] > 0) {
+			int k = heap_pop(list[turn], &left[turn]).group, size = h->g_start[k + 1] - h->g_start[k];
+			if (fetched[k] || total + size > budget)
+				continue;
+			fetched[k] = 1;
+			total += size;
+			break;
+		}
+}
+
+/* The slot for group k: the one holding it (its stamp refreshed), else
+ * the least recently used slot not read in this call, emptied for the
+ * caller to decode into, else -1 (the caller decodes into scratch). */
+static int cache_slot(tier_head *h, int k, uint64_t stamp)
+{
+	int s = h->slot_of[k];
+	if (s >= 0) {
+		h->cache_used[s] = stamp;
+		return s;
+	}
+	int best = -1;
+	for (int i = 0; i < h->n_slots; i++)
+		if (h->cache_used[i] != stamp && (best < 0 || h->cache_used[i] < h->cache_used[best]))
+			best = i;
+	if (best < 0)
+		return -1;
+	if (h->cache_group[best] >= 0)
+		h->slot_of[h->cache_group[best]] = -1;
+	h->cache_group[best] = -1;
+	h->cache_used[best] = stamp;
+	return best;
+}
+
+/* s[i] = exp(s[i] - max) in place, 0 where s[i] is -INFINITY (masked);
+ * returns their sum (0 when every score is masked). 16 lanes with vexp16,
+ * a fixed order over the row up to its last unmasked score: a token of a
+ * chunk sees the chunk's later tail tokens masked at the end of its row,
+ * and must sum exactly as when it is decoded alone, without them. */
+static float softmax_masked_exp(float *s, int n)
+{
+	const vf16 zero = { 0 }, neg_inf = zero - INFINITY;
+	vf16 mx16 = neg_inf, sum16 = zero;
+	float m = -INFINITY, sum;
+	while (n > 0 && s[n - 1] == -INFINITY)
+		s[--n] = 0.0f;
+	int i = 0;
+	for (; i + 16 <= n; i += 16) {
+		vf16 x = load16(s + i);
+		vi16 gt = x > mx16;
+		mx16 = (vf16)((gt & (vi16)x) | (~gt & (vi16)mx16));
+	}
+	for (int l = 0; l < 16; l++)
+		m = mx16[l] > m ? mx16[l] : m;
+	for (; i < n; i++)
+		m = s[i] > m ? s[i] : m;
+	for (i = 0; i + 16 <= n; i += 16) {
+		vf16 x = load16(s + i);
+		vi16 keep = x != neg_inf;
+		vf16 e = (vf16)(keep & (vi16)vexp16(x - m));
+		memcpy(s + i, &e, sizeof e);
+		sum16 += e;
+	}
+	sum = hsum16(sum16);
+	for (; i < n; i++) {
+		s[i] = s[i] == -INFINITY ? 0.0f : expf_softmax(s[i] - m);
+		sum += s[i];
+	}
+	return sum;
+}
+
+/* at[i] = sr[i] + off for the Q heads: where a run of rows starts in
+ * each head's scores. */
+static void rows_from(float **at, float *const *sr, int Q, int off)
+{
+	for (int i = 0; i < Q; i++)
+		at[i] = sr[i] + off;
+}
+
+/* Step 1 for one token and KV head: the groups to fetch, in group order,
+ * into the task's row of the trace. */
+static void route_task(void *arg, int task, int thread)
+{
+	const attend_job *j = arg;
+	struct hsq_tiers *t = j->t;
+	const tier_layer *L = j->L;
+	tier_scratch *x = &t->scratch[thread];
+	int H = t->n_head_kv, G = t->n_head / H, hd = t->head_dim;
+	int ti = task / H, g = task % H;
+	const tier_head *h = &L->heads[g];
+	int32_t *tr = j->trace + (size_t)task * j->max_groups;
+	int n = 0;
+	if (h->n_group > 0 && j->budget > 0) {
+		if (j->budget == INT_MAX || h->retrieval) {
+			for (int k = 0; k < h->n_group; k++)
+				tr[n++] = k;
+		} else {
+			memset(x->fetched, 0, (size_t)h->n_group);
+			route(t, h, j->q + (size_t)ti * t->n_head * hd + (size_t)g * G * hd, G, hd, j->budget, x,
+			      x->fetched);
+			for (int k = 0; k < h->n_group; k++)
+				if (x->fetched[k])
+					tr[n++] = k;
+		}
+	}
+	j->n_trace[task] = n;
+}
+
+/* Decodes group k of head h into rows dk, dv ([group size][head_dim]
+ * each), the keys rotated to their positions. */
+static void decode_group(const struct hsq_tiers *t, const tier_layer *L, const tier_head *h, int k, float *dk,
+			 float *dv)
+{
+	const rope_table *R = &t->rope[L->rope_table];
+	int first = h->g_start[k], size = h->g_start[k + 1] - first, hd = t->head_dim;
+	for (int i = 0; i < size; i++) {
+		tiers_decode_token_res(t, h, h->l3_code + (size_t)(first + i) * tier_code4_pair(t),
+				       h->has_res ? h->l3_res + (size_t)(first + i) * t->code4 : NULL,
+				       dk + (size_t)i * hd, dv + (size_t)i * hd);
+		tiers_rope_rows(t, R, dk + (size_t)i * hd, &h->l3_pos[first + i], 1, +1);
+	}
+}
+
+/* Step 2: the groups the chunk's tokens fetch that no slot holds yet get
+ * a slot of their head's cache (the least recently used one not read in
+ * this call), listed in t->fill for fill_task. Serial: the slots of a head
+ * are shared by every token of the chunk. A group left without a slot
+ * (the cache is full of this call's groups) is decoded by each task that
+ * fetches it, into its scratch. */
+static int assign_slots(const attend_job *j)
+{
+	struct hsq_tiers *t = j->t;
+	tier_layer *L = j->L;
+	int H = t->n_head_kv, n_fill = 0;
+	for (int task = 0; task < j->n * H; task++) {
+		int g = task % H;
+		tier_head *h = &L->heads[g];
+		const int32_t *tr = j->trace + (size_t)task * j->max_groups;
+		for (int f = 0; f < j->n_trace[task]; f++) {
+			int k = tr[f], slot = cache_slot(h, k, j->stamp);
+			if (slot < 0 || h->cache_group[slot] == k)
+				continue; /* no room, or held already */
+			h->cache_group[slot] = k;
+			h->slot_of[k] = slot;
+			t->fill[n_fill++] = (tier_fill){ g, k, slot };
+		}
+	}
+	return n_fill;
+}
+
+/* Step 2, in parallel: decodes one listed group into its slot. */
+static void fill_task(void *arg, int task, int thread)
+{
+	const attend_job *j = arg;
+	const struct hsq_tiers *t = j->t;
+	tier_fill w = t->fill[task];
+	const tier_head *h = &j->L->heads[w.head];
+	size_t rows = (size_t)w.slot * t->params.group_size * t->head_dim;
+	decode_group(t, j->L, h, w.group, h->cache_k + rows, h->cache_v + rows);
+	(void)thread;
+}
+
+/* Step 3 for one token and KV head: gathers the fetched rows (cached, or
+ * decoded into scratch) and attends. */
+static void attend_task(void *arg, int task, int thread)
+{
+	const attend_job *j = arg;
+	struct hsq_tiers *t = j->t;
+	const tier_layer *L = j->L;
+	tier_scratch *x = &t->scratch[thread];
+	int H = t->n_head_kv, G = t->n_head / H, hd = t->head_dim;
+	int ti = task / H, g = task % H, p = j->pos[ti];
+	int wfirst = L->window && p + 1 > L->window ? p + 1 - L->window : 0;
+	const tier_head *h = &L->heads[g];
+	const float *qrow = j->q + (size_t)ti * t->n_head * hd;
+	size_t kvw = (size_t)H * hd;
+
+	const int32_t *tr = j->trace + (size_t)task * j->max_groups;
+	int n_groups_fetched = j->n_trace[task], n_fetch = 0;
+	int n_decoded = 0; /* rows decoded into x->fk/fv */
+	if (h->n_group > 0)
+		memset(x->fetched, 0, (size_t)h->n_group);
+	for (int f = 0; f < n_groups_fetched; f++) {
+		int k = tr[f], first = h->g_start[k], size = h->g_start[k + 1] - first;
+		x->fetched[k] = 1;
+		x->gsize[f] = size;
+		for (int i = 0; i < size; i++)
+			x->fpos[n_fetch + i] = h->l3_pos[first + i];
+		n_fetch += size;
+		int slot = j->use_cache ? h->slot_of[k] : -1;
+		if (slot >= 0) { /* filled in step 2, or by an earlier call */
+			x->gk[f] = h->cache_k + (size_t)slot * t->params.group_size * hd;
+			x->gv[f] = h->cache_v + (size_t)slot * t->params.group_size * hd;
+			continue;
+		}
+		float *dk = x->fk + (size_t)n_decoded * hd, *dv = x->fv + (size_t)n_decoded * hd;
+		decode_group(t, L, h, k, dk, dv);
+		x->gk[f] = dk;
+		x->gv[f] = dv;
+		n_decoded += size;
+	}
+
+	/* 3. attend: up to TIERS_KERNEL_MAXQ query heads at a time share each
+	 * load of a key or value row (tiers_kernels.h); a head's scores are
+	 * one row of x->s, in the order L1, summaries, fetched tokens, tail */
+	int ns = h->n_l1 + h->n_group + n_fetch + L->n_tail;
+	for (int k = 0; k < h->n_group; k++) /* a summary stands for its group's tokens */
+		x->sum_bias[k] = logf((float)(h->g_start[k + 1] - h->g_start[k]));
+	for (int hq0 = g * G; hq0 < (g + 1) * G; hq0 += TIERS_KERNEL_MAXQ) {
+		int Q = (g + 1) * G - hq0 < TIERS_KERNEL_MAXQ ? (g + 1) * G - hq0 : TIERS_KERNEL_MAXQ;
+		const float *qs[TIERS_KERNEL_MAXQ];
+		float *sr[TIERS_KERNEL_MAXQ], *o[TIERS_KERNEL_MAXQ];
+		for (int i = 0; i < Q; i++) {
+			qs[i] = qrow + (size_t)(hq0 + i) * hd;
+			sr[i] = x->s + (size_t)i * x->cap_scores;
+			o[i] = j->out + ((size_t)ti * t->n_head + hq0 + i) * hd;
+		}
+		float *at[TIERS_KERNEL_MAXQ]; /* each head's weights of the current run of rows */
+		int off = 0;
+		rows_from(at, sr, Q, off);
+		tiers_scores(qs, Q, h->l1_k, (size_t)hd, h->n_l1, hd, t->attn_scale, NULL, at);
+		for (int r = 0; r < h->n_l1; r++)
+			if (h->l1_pos[r] < wfirst || h->l1_pos[r] > p)
+				for (int i = 0; i < Q; i++)
+					at[i][r] = -INFINITY;
+		off += h->n_l1;
+		rows_from(at, sr, Q, off);
+		tiers_scores(qs, Q, h->sum_k, (size_t)hd, h->n_group, hd, t->attn_scale, x->sum_bias, at);
+		for (int k = 0; k < h->n_group; k++)
+			if (x->fetched[k]) /* its tokens are attended instead */
+				for (int i = 0; i < Q; i++)
+					at[i][k] = -INFINITY;
+		off += h->n_group;
+		for (int f = 0; f < n_groups_fetched; f++) {
+			rows_from(at, sr, Q, off);
+			tiers_scores(qs, Q, x->gk[f], (size_t)hd, x->gsize[f], hd, t->attn_scale, NULL, at);
+			off += x->gsize[f];
+		}
+		rows_from(at, sr, Q, off);
+		tiers_scores(qs, Q, L->tail_k + (size_t)g * hd, kvw, L->n_tail, hd, t->attn_scale, NULL, at);
+		for (int r = 0; r < L->n_tail; r++)
+			if (L->tail_pos[r] < wfirst || L->tail_pos[r] > p)
+				for (int i = 0; i < Q; i++)
+					at[i][r] = -INFINITY;
+		for (int i = 0; i < Q; i++) { /* weights, normalized */
+			float sum = softmax_masked_exp(sr[i], ns);
+			float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+			for (int r = 0; r < ns; r++)
+				sr[i][r] *= inv;
+			memset(o[i], 0, (size_t)hd * sizeof *o[i]);
+		}
+		off = 0;
+		rows_from(at, sr, Q, off);
+		tiers_values((const float *const *)at, Q, h->l1_v, (size_t)hd, h->n_l1, hd, o);
+		off += h->n_l1;
+		rows_from(at, sr, Q, off);
+		tiers_values((const float *const *)at, Q, h->sum_v, (size_t)hd, h->n_group, hd, o);
+		off += h->n_group;
+		for (int f = 0; f < n_groups_fetched; f++) {
+			rows_from(at, sr, Q, off);
+			tiers_values((const float *const *)at, Q, x->gv[f], (size_t)hd, x->gsize[f], hd, o);
+			off += x->gsize[f];
+		}
+		rows_from(at, sr, Q, off);
+		tiers_values((const float *const *)at, Q, L->tail_v + (size_t)g * hd, kvw, L->n_tail, hd, o);
+	}
+
+	double recall = 0.0;
+	for (int hq = g * G; j->full_k && hq < (g + 1) * G; hq++) {
+		const float *q = qrow + (size_t)hq * hd;
+		/* probe: true attention over the full cache at positions
+		 * wfirst..p, and the share L1 + fetched + tail hold */
+		float pm = -INFINITY, psum = 0.0f;
+		int np = p + 1 - wfirst;
+		for (int i = 0; i < np; i++) {
+			int row = (wfirst + i) % j->full_cap;
+			x->ps[i] = dot_f32(q, j->full_k + (size_t)row * kvw + (size_t)g * hd, hd) * t->attn_scale;
+			pm = x->ps[i] > pm ? x->ps[i] : pm;
+		}
+		for (int i = 0; i < np; i++) {
+			x->ps[i] = expf(x->ps[i] - pm);
+			psum += x->ps[i];
+		}
+		for (int i = 0; i < h->n_l1; i++)
+			if (h->l1_pos[i] >= wfirst && h->l1_pos[i] <= p)
+				x->covered[h->l1_pos[i] - wfirst] = 1;
+		for (int i = 0; i < n_fetch; i++)
+			if (x->fpos[i] >= wfirst && x->fpos[i] <= p)
+				x->covered[x->fpos[i] - wfirst] = 1;
+		for (int i = 0; i < L->n_tail; i++)
+			if (L->tail_pos[i] >= wfirst && L->tail_pos[i] <= p)
+				x->covered[L->tail_pos[i] - wfirst] = 1;
+		double got = 0.0;
+		for (int i = 0; i < np; i++) {
+			if (x->covered[i])
+				got += x->ps[i];
+			x->covered[i] = 0;
+		}
+		recall += got / psum;
+	}
+	if (j->recall)
+		j->recall[task] = recall;
+}
+
+void tiers_attend(hsq_context *ctx, struct hsq_tiers *t, int layer, const float *q, const float *k, const float *v,
+		  const int *pos, int n, const float *full_k, const float *full_v, int full_cap, float *out)
+{
+	tier_layer *L = &t->layers[layer];
+	int H = t->n_head_kv;
+	size_t kvw = (size_t)H * t->head_dim;
+
+	/* append the chunk to the tail (capacity reserved by context_tiers_reserve) */
+	memcpy(L->tail_k + (size_t)L->n_tail * kvw, k, (size_t)n * kvw * sizeof *k);
+	memcpy(L->tail_v + (size_t)L->n_tail * kvw, v, (size_t)n * kvw * sizeof *v);
+	for (int i = 0; i < n; i++)
+		L->tail_pos[L->n_tail + i] = pos[i];
+	L->n_tail += n;
+
+	attend_job j = { .t = t, .L = L, .q = q, .pos = pos, .n = n, .full_k = full_k, .full_v = full_v,
+			 .full_cap = full_cap, .out = out };
+	j.budget = t->budget == HSQ_BUDGET_ALL ? INT_MAX
+		   : t->budget == HSQ_BUDGET_DEFAULT ? hsq_default_budget(t->n_tokens)
+						     : t->budget;
+	for (int h = 0; h < H; h++)
+		j.max_groups = L->heads[h].n_group > j.max_groups ? L->heads[h].n_group : j.max_groups;
+	j.use_cache = t->mode == HSQ_MODE_HSQ && !t->group_cache_off;
+	j.stamp = ++t->n_attend;
+	j.trace = ctx->tier_trace_buf;
+	j.n_trace = ctx->tier_trace_count;
+	j.recall = full_k ? ctx->tier_recall_buf : NULL;
+	ctx->backend->ops->parallel(ctx->backend, n * H, route_task, &j);
+	int n_fill = j.use_cache ? assign_slots(&j) : 0;
+	if (n_fill > 0)
+		ctx->backend->ops->parallel(ctx->backend, n_fill, fill_task, &j);
+	ctx->backend->ops->parallel(ctx->backend, n * H, attend_task, &j);
+
+	for (int i = 0; i < n * H; i++) { /* hit counts here: tasks of one head run in parallel */
+		tier_head *h = &L->heads[i % H];
+		const int32_t *tr = ctx->tier_trace_buf + (size_t)i * j.max_groups;
+		for (int m = 0; m < ctx->tier_trace_count[i]; m++)
+			h->g_hits[tr[m]]++;
+	}
+	if (t->trace)
+		for (int i = 0; i < n * H; i++)
+			t->trace(t->trace_user, pos[i / H], layer, i % H, ctx->tier_trace_buf + (size_t)i * j.max_groups,
+				 ctx->tier_trace_count[i]);
+	if (full_k)
+		for (int i = 0; i < n * H; i++) {
+			L->recall_sum += ctx->tier_recall_buf[i];
+			L->recall_count += (uint64_t)(t->n_head / H);
+		}
+}
+
+/* Sizes the scratch and trace buffers for a chunk of n tokens before its
+ * layers run. */
+hsq_status tiers_reserve_chunk(hsq_context *ctx, struct hsq_tiers *t, int n)
+{
+	int H = t->n_head_kv, max_groups = 0, max_l3 = 0, max_l1 = 0, max_tail = 0, max_gsize = t->params.group_size;
+	int retrieval_l3 = 0; /* a retrieval head fetches all of its L3 */
+	for (int l = 0; l < t->n_layer; l++) {
+		tier_layer *L = &t->layers[l];
+		max_tail = L->n_tail > max_tail ? L->n_tail : max_tail;
+		for (int h = 0; h < H; h++) {
+			tier_head *hd = &L->heads[h];
+			max_groups = hd->n_group > max_groups ? hd->n_group : max_groups;
+			max_l3 = hd->n_l3 > max_l3 ? hd->n_l3 : max_l3;
+			max_l1 = hd->n_l1 > max_l1 ? hd->n_l1 : max_l1;
+			if (hd->retrieval)
+				retrieval_l3 = hd->n_l3 > retrieval_l3 ? hd->n_l3 : retrieval_l3;
+		}
+	}
+	int budget = t->budget == HSQ_BUDGET_ALL ? max_l3
+		     : t->budget == HSQ_BUDGET_DEFAULT ? hsq_default_budget(t->n_tokens + n)
+						       : t->budget;
+	int fetch = budget + max_gsize < max_l3 ? budget + max_gsize : max_l3;
+	if (budget > 0 && retrieval_l3 > fetch)
+		fetch = retrieval_l3;
+	int scores = max_l1 + max_groups + fetch + max_tail + n;
+	hsq_status st = ensure_scratch(t, max_groups, fetch, scores, t->probe ? t->n_tokens + n : 0,
+					(int)tier_pq_blocks(max_l3));
+	if (st)
+		return st;
+	size_t need = (size_t)n * H;
+	int32_t *tb = realloc(ctx->tier_trace_buf, (need * (size_t)(max_groups > 0 ? max_groups : 1)) * sizeof *tb);
+	if (!tb)
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the router trace");
+	ctx->tier_trace_buf = tb;
+	int *tc = realloc(ctx->tier_trace_count, need * sizeof *tc);
+	double *rb = tc ? realloc(ctx->tier_recall_buf, need * sizeof *rb) : NULL;
+	if (tc)
+		ctx->tier_trace_count = tc;
+	if (rb)
+		ctx->tier_recall_buf = rb;
+	if (!tc || !rb)
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the router trace");
+	/* decoded-group caches: room for the groups of a full budget if they
+	 * were all medium (budget / 8), plus slack; a retrieval head's cache
+	 * holds all its groups. A call fills at most one slot per group and
+	 * head. */
+	if (t->mode == HSQ_MODE_HSQ) {
+		if ((size_t)H * max_groups > (size_t)t->cap_fill) {
+			tier_fill *fl = realloc(t->fill, (size_t)H * max_groups * sizeof *fl);
+			if (!fl)
+				return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the decoded-group cache");
+			t->fill = fl;
+			t->cap_fill = H * max_groups;
+		}
+		int gs = t->params.group_size, hd = t->head_dim;
+		for (int l = 0; l < t->n_layer; l++)
+			for (int hh = 0; hh < H; hh++) {
+				tier_head *x = &t->layers[l].heads[hh];
+				int want = x->retrieval ? x->n_group : budget / 8 + 16;
+				want = want < x->n_group ? want : x->n_group;
+				if (want <= x->n_slots)
+					continue;
+				int32_t *cg = realloc(x->cache_group, (size_t)want * sizeof *cg);
+				if (cg)
+					x->cache_group = cg;
+				uint64_t *cu = cg ? realloc(x->cache_used, (size_t)want * sizeof *cu) : NULL;
+				if (cu)
+					x->cache_used = cu;
+				float *ck = cu ? realloc(x->cache_k, (size_t)want * gs * hd * sizeof *ck) : NULL;
+				if (ck)
+					x->cache_k = ck;
+				float *cv = ck ? realloc(x->cache_v, (size_t)want * gs * hd * sizeof *cv) : NULL;
+				if (cv)
+					x->cache_v = cv;
+				if (!cv)
+					return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the decoded-group cache");
+				for (int i = x->n_slots; i < want; i++) {
+					x->cache_group[i] = -1;
+					x->cache_used[i] = 0;
+				}
+				x->n_slots = want;
+			}
+	}
+	/* tail room: the chunk on top of what is there */
+	for (int l = 0; l < t->n_layer; l++) {
+		tier_layer *L = &t->layers[l];
+		if (L->n_tail + n > L->cap_tail) {
+			int cap = L->n_tail + n + t->params.window + 2 * max_gsize;
+			float *tk = realloc(L->tail_k, (size_t)cap * H * t->head_dim * sizeof *tk);
+			if (tk)
+				L->tail_k = tk;
+			float *tv = tk ? realloc(L->tail_v, (size_t)cap * H * t->head_dim * sizeof *tv) : NULL;
+			if (tv)
+				L->tail_v = tv;
+			int32_t *tp = tv ? realloc(L->tail_pos, (size_t)cap * sizeof *tp) : NULL;
+			if (tp)
+				L->tail_pos = tp;
+			if (!tp)
+				return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the decode tail");
+			L->cap_tail = cap;
+		}
+	}
+	return tiers_rope_reserve(t, t->n_tokens + n);
+}
+
+/* Drops the oldest `count` rows of a layer's tail. */
+static void tail_drop(const struct hsq_tiers *t, tier_layer *L, int count)
+{
+	size_t kvw = (size_t)t->n_head_kv * t->head_dim;
+	int left = L->n_tail - count;
+	memmove(L->tail_k, L->tail_k + (size_t)count * kvw, (size_t)left * kvw * sizeof *L->tail_k);
+	memmove(L->tail_v, L->tail_v + (size_t)count * kvw, (size_t)left * kvw * sizeof *L->tail_v);
+	memmove(L->tail_pos, L->tail_pos + count, (size_t)left * sizeof *L->tail_pos);
+	L->n_tail = left;
+}
+
+/* Encodes the oldest m tail rows of head g (K brought back before RoPE),
+ * with their residual key codes into res when the head keeps them. */
+static hsq_status encode_tail(const struct hsq_tiers *t, const tier_layer *L, int g, int m, float *kbuf,
+			      uint8_t *codes, uint8_t *res, uint8_t *sum)
+{
+	hsq_status st;
+	int hd = t->head_dim;
+	size_t kvw = (size_t)t->n_head_kv * hd;
+	float mk[HSQ_CODEC_MAX_DIM], mv[HSQ_CODEC_MAX_DIM];
+	memset(mk, 0, sizeof mk);
+	memset(mv, 0, sizeof mv);
+	for (int i = 0; i < m; i++) {
+		const float *kr = L->tail_k + i * kvw + (size_t)g * hd, *vr = L->tail_v + i * kvw + (size_t)g * hd;
+		for (int d = 0; d < hd; d++) {
+			mk[d] += kr[d] / (float)m;
+			mv[d] += vr[d] / (float)m;
+		}
+		memcpy(kbuf, kr, (size_t)hd * sizeof *kbuf);
+		tiers_rope_rows(t, &t->rope[L->rope_table], kbuf, &L->tail_pos[i], 1, -1);
+		const tier_head *h = &L->heads[g];
+		uint8_t *code = codes + (size_t)i * tier_code4_pair(t);
+		if ((st = tiers_encode_token(t, h, kbuf, vr, NULL, code)) ||
+		    (h->has_res && (st = tiers_encode_residual(t, h, kbuf, code, res + (size_t)i * t->code4))))
+			return st;
+	}
+	if (sum && (st = tiers_encode_summary(t, &L->heads[g], &t->rope[L->rope_table], L->tail_pos, m, mk, mv, sum)))
+		return st;
+	return HSQ_OK;
+}
+
+hsq_status tiers_compact(struct hsq_tiers *t)
+{
+	hsq_status st;
+	int keep = t->params.window, gs = t->params.group_size;
+	float kbuf[HSQ_CODEC_MAX_DIM];
+	uint8_t sum[2 * 4 * HSQ_CODEC_MAX_DIM];
+	uint8_t codes[16 * 2 * (4 * HSQ_CODEC_MAX_DIM / 8 + 8)], res[16 * (4 * HSQ_CODEC_MAX_DIM / 8 + 8)];
+	for (int l = 0; l < t->n_layer; l++) {
+		tier_layer *L = &t->layers[l];
+		if (L->n_tail == 0)
+			continue;
+		if (L->window) {
+			/* sliding layer: rows older than the window are never read again */
+			int last = L->tail_pos[L->n_tail - 1], drop = 0;
+			while (drop < L->n_tail && L->tail_pos[drop] <= last - L->window)
+				drop++;
+			if (drop)
+				tail_drop(t, L, drop);
+			continue;
+		}
+		if (t->mode == HSQ_MODE_HSQ) {
+			while (L->n_tail - keep >= gs) {
+				for (int g = 0; g < t->n_head_kv; g++) {
+					if ((st = encode_tail(t, L, g, gs, kbuf, codes, res, sum)) ||
+					    (st = tiers_head_add_group(t, &t->rope[L->rope_table], &L->heads[g], gs,
+								       L->tail_pos, codes, res, sum, HSQ_GROUP_LOW)))
+						return st;
+				}
+				tail_drop(t, L, gs);
+			}
+		} else if (t->mode == HSQ_MODE_QUANT) {
+			while (L->n_tail > keep) {
+				int m = L->n_tail - keep < 16 ? L->n_tail - keep : 16;
+				for (int g = 0; g < t->n_head_kv; g++)
+					if ((st = encode_tail(t, L, g, m, kbuf, codes, res, NULL)) ||
+					    (st = tiers_head_add_l1(t, l, &L->heads[g], m, L->tail_pos, codes, res)))
+						return st;
+				tail_drop(t, L, m);
+			}
+		}
+		/* streaming and snapkv keep every generated token, as SnapKV does */
+	}
+	return HSQ_OK;
+}

@@ -1,0 +1,194 @@
+/* tiers_kernels.h - the score and value sums of tiered attention for up to
+ * four query heads of one KV head at once (internal; tiers_attend.c and
+ * its test).
+ *
+ * Decoding through the tiers attends over a few thousand keys per KV head
+ * that are not one ring of rows (L1, summaries, fetched groups, the tail),
+ * and every query head sharing the KV head reads the same keys and values.
+ * One dot_f32 and one axpy_f32 per (query head, key) reloaded each key and
+ * value once per query head and sent every output through memory once per
+ * key: half of an 8K decode on an AVX2 machine (perf). Here each 16-lane
+ * chunk of a key or value row is loaded once for all the query heads, and
+ * the outputs accumulate in registers over a run of rows.
+ *
+ * The sums are the reference ones bit for bit: a score is summed in
+ * dot_f32's order (16 lanes over the channels, hsum16's tree, then the
+ * scalar tail), and an output channel adds w * v row after row in row
+ * order, as axpy_f32 called row after row does (test_tiers_kernels; rows
+ * of weight 0, masked, add nothing, so none is skipped). Q is a
+ * compile-time constant in every call (always_inline + switch, the loops
+ * over it unrolled), so the Q accumulators stay in registers. On an 8K
+ * SmolLM2 snapshot this took decoding from 8.6-8.9 to 11.8-12.8 tokens/s
+ * on the 2-core AVX2 machine, the same tokens. */
+#ifndef HSQ_TIERS_KERNELS_H
+#define HSQ_TIERS_KERNELS_H
+
+#include <stddef.h>
+#include <string.h>
+
+#include "common/vec_f32.h"
+
+#define TIERS_KERNEL_MAXQ 4 /* query heads per call */
+
+#if defined(__AVX2__) && !defined(__AVX512F__)
+/* AVX2 without AVX-512: gcc lowers the 16-lane vectors of the portable
+ * kernels through the stack here (perf: a fifth of the score kernel's time
+ * in spills), so each 16-lane accumulator is a pair of 8-lane registers
+ * (lanes 0-7, 8-15), as in backend_cpu_avx2.h, and the sums keep dot_f32's
+ * order. Operators, not FMA intrinsics: gcc contracts them as it does the
+ * reference. */
+#include <immintrin.h>
+
+#include "common/vec_f32_avx2.h"
+
+static inline __attribute__((always_inline)) void tiers_scores_q(const float *const *q, const int Q, const float *k,
+								  size_t ldk, int n, int hd, float scale,
+								  const float *bias, float *const *s)
+{
+	for (int r = 0; r < n; r++) {
+		const float *kr = k + (size_t)r * ldk;
+		__m256 acc[TIERS_KERNEL_MAXQ][2];
+		#pragma GCC unroll 4
+		for (int i = 0; i < Q; i++)
+			acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+		int d = 0;
+		for (; d + 16 <= hd; d += 16) {
+			__m256 k0 = _mm256_loadu_ps(kr + d), k1 = _mm256_loadu_ps(kr + d + 8);
+			#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++) {
+				acc[i][0] += _mm256_loadu_ps(q[i] + d) * k0;
+				acc[i][1] += _mm256_loadu_ps(q[i] + d + 8) * k1;
+			}
+		}
+		if (bias)
+			#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++)
+				s[i][r] = (hsum16_pair(acc[i][0], acc[i][1]) + tail_dot(q[i], kr, d, hd)) * scale +
+					  bias[r];
+		else
+			#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++)
+				s[i][r] = (hsum16_pair(acc[i][0], acc[i][1]) + tail_dot(q[i], kr, d, hd)) * scale;
+	}
+}
+
+static inline __attribute__((always_inline)) void tiers_values_q(const float *const *w, const int Q, const float *v,
+								  size_t ldv, int n, int hd, float *const *out)
+{
+	int d = 0;
+	for (; d + 16 <= hd; d += 16) {
+		__m256 acc[TIERS_KERNEL_MAXQ][2];
+		#pragma GCC unroll 4
+		for (int i = 0; i < Q; i++) {
+			acc[i][0] = _mm256_loadu_ps(out[i] + d);
+			acc[i][1] = _mm256_loadu_ps(out[i] + d + 8);
+		}
+		for (int r = 0; r < n; r++) {
+			const float *vr = v + (size_t)r * ldv + d;
+			__m256 v0 = _mm256_loadu_ps(vr), v1 = _mm256_loadu_ps(vr + 8);
+			#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++) {
+				__m256 wi = _mm256_set1_ps(w[i][r]);
+				acc[i][0] = acc[i][0] + wi * v0;
+				acc[i][1] = acc[i][1] + wi * v1;
+			}
+		}
+		#pragma GCC unroll 4
+		for (int i = 0; i < Q; i++) {
+			_mm256_storeu_ps(out[i] + d, acc[i][0]);
+			_mm256_storeu_ps(out[i] + d + 8, acc[i][1]);
+		}
+	}
+	if (d < hd) /* channels past the last 16: axpy_f32's own scalar loop */
+		for (int r = 0; r < n; r++)
+			#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++)
+				axpy_f32(out[i] + d, w[i][r], v + (size_t)r * ldv + d, hd - d);
+}
+#else
+static inline __attribute__((always_inline)) void tiers_scores_q(const float *const *q, const int Q, const float *k,
+								  size_t ldk, int n, int hd, float scale,
+								  const float *bias, float *const *s)
+{
+	for (int r = 0; r < n; r++) {
+		const float *kr = k + (size_t)r * ldk;
+		vf16 acc[TIERS_KERNEL_MAXQ];
+		#pragma GCC unroll 4
+		for (int i = 0; i < Q; i++)
+			acc[i] = (vf16){ 0 };
+		int d = 0;
+		for (; d + 16 <= hd; d += 16) {
+			vf16 kv = load16(kr + d);
+			#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++)
+				acc[i] += load16(q[i] + d) * kv;
+		}
+		/* as written at the reference's call sites, so that gcc
+		 * contracts dot * scale + bias the same way */
+		if (bias)
+			#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++)
+				s[i][r] = (hsum16(acc[i]) + tail_dot(q[i], kr, d, hd)) * scale + bias[r];
+		else
+			#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++)
+				s[i][r] = (hsum16(acc[i]) + tail_dot(q[i], kr, d, hd)) * scale;
+	}
+}
+
+static inline __attribute__((always_inline)) void tiers_values_q(const float *const *w, const int Q, const float *v,
+								  size_t ldv, int n, int hd, float *const *out)
+{
+	int d = 0;
+	for (; d + 16 <= hd; d += 16) {
+		vf16 acc[TIERS_KERNEL_MAXQ];
+		#pragma GCC unroll 4
+		for (int i = 0; i < Q; i++)
+			acc[i] = load16(out[i] + d);
+		for (int r = 0; r < n; r++) {
+			vf16 vv = load16(v + (size_t)r * ldv + d);
+			#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++)
+				acc[i] = acc[i] + w[i][r] * vv;
+		}
+		#pragma GCC unroll 4
+		for (int i = 0; i < Q; i++)
+			memcpy(out[i] + d, &acc[i], sizeof acc[i]);
+	}
+	if (d < hd) /* channels past the last 16: axpy_f32's own scalar loop */
+		for (int r = 0; r < n; r++)
+			#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++)
+				axpy_f32(out[i] + d, w[i][r], v + (size_t)r * ldv + d, hd - d);
+}
+
+#endif
+
+/* s[i][r] = dot_f32(q[i], k + r * ldk, hd) * scale (+ bias[r] unless bias
+ * is NULL) for r < n, i < Q (1 <= Q <= TIERS_KERNEL_MAXQ). */
+static inline void tiers_scores(const float *const *q, int Q, const float *k, size_t ldk, int n, int hd, float scale,
+				const float *bias, float *const *s)
+{
+	switch (Q) {
+	case 1: tiers_scores_q(q, 1, k, ldk, n, hd, scale, bias, s); break;
+	case 2: tiers_scores_q(q, 2, k, ldk, n, hd, scale, bias, s); break;
+	case 3: tiers_scores_q(q, 3, k, ldk, n, hd, scale, bias, s); break;
+	default: tiers_scores_q(q, 4, k, ldk, n, hd, scale, bias, s); break;
+	}
+}
+
+/* out[i][c] += w[i][r] * v[r * ldv + c] for r = 0, 1, ..., n - 1 in that
+ * order, c < hd, i < Q (1 <= Q <= TIERS_KERNEL_MAXQ): axpy_f32(out[i],
+ * w[i][r], v + r * ldv, hd) row after row, bit for bit. */
+static inline void tiers_values(const float *const *w, int Q, const float *v, size_t ldv, int n, int hd,
+				float *const *out)
+{
+	switch (Q) {
+	case 1: tiers_values_q(w, 1, v, ldv, n, hd, out); break;
+	case 2: tiers_values_q(w, 2, v, ldv, n, hd, out); break;
+	case 3: tiers_values_q(w, 3, v, ldv, n, hd, out); break;
+	default: tiers_values_q(w, 4, v, ldv, n, hd, out); break;
+	}
+}
+
+#endif

@@ -16,10 +16,20 @@
 # bench/results/needle-<L/1024>k-5methods.jsonl, the table of the last block
 # (over every trial in the log) goes to the matching .out file.
 #
+# The log grows uncompressed while the row runs. Once the row is complete
+# (100 trials in every cell) it is compressed and committed as the .jsonl.zst
+# beside it, and the .jsonl is not committed:
+#     zstd -19 -f --rm bench/results/needle-8k-5methods.jsonl
+# To run more trials of a row whose log is committed compressed, run the
+# script as usual: where LOG is absent and LOG.zst exists it decompresses
+# LOG.zst to LOG first (it needs zstd) and resumes from there; compress again
+# when the run is done. bench/needle-grid-report.sh reads either form.
+#
 # Environment: HSQ_EVAL (default build/bin/hsq-eval), HSQ_NEEDLE_JOBS worker
-# processes (default: the cores), HSQ_NEEDLE_LOG (the log), HSQ_NEEDLE_BLOCK
-# (indices per block, default 10); a relative path is taken from the
-# directory the script is run in.
+# processes (default: the cores), HSQ_NEEDLE_LOG (the log; a name ending in
+# .zst stands for the log it decompresses to), HSQ_NEEDLE_BLOCK (indices per
+# block, default 10); a relative path is taken from the directory the
+# script is run in.
 set -eu
 usage() {
 	echo "usage: bench/needle-grid.sh LENGTH [FIRST-LAST]   (e.g. 8192 0-99)" >&2
@@ -49,6 +59,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 eval_bin=${eval_bin:-build/bin/hsq-eval}
 log=${log:-bench/results/needle-$((len / 1024))k-5methods.jsonl}
+log=${log%.zst}
 out=${log%.jsonl}.out
 [ -x "$eval_bin" ] || { echo "needle-grid.sh: $eval_bin is not built; run make first" >&2; exit 1; }
 if ! ls ../shared/corpora/sotu/18[0-9][0-9]_*.txt > /dev/null 2>&1; then
@@ -63,7 +74,7 @@ hay=$(ls ../shared/corpora/sotu/18[0-9][0-9]_*.txt | head -n 40 | paste -sd, -)
 # signal that kills the shell skips the EXIT trap): the block in flight is
 # stopped, its finished trials stay in the log.
 child=
-trap 'rm -f "$out.tmp"' EXIT
+trap 'rm -f "$out.tmp" "$log.unzst"' EXIT
 stop() {
 	[ -z "$child" ] || kill -TERM "$child" 2> /dev/null || :
 	exit "$1"
@@ -71,6 +82,13 @@ stop() {
 trap 'stop 129' HUP
 trap 'stop 130' INT
 trap 'stop 143' TERM
+# a row committed compressed: resume from its trials
+if [ ! -e "$log" ] && [ -s "$log.zst" ]; then
+	command -v zstd > /dev/null 2>&1 || { echo "needle-grid.sh: $log.zst needs zstd to be decompressed" >&2; exit 1; }
+	echo "needle-grid.sh: decompressing $log.zst to $log" >&2
+	zstd -q -d -c -- "$log.zst" > "$log.unzst"
+	mv "$log.unzst" "$log"
+fi
 resume=
 [ -s "$log" ] && resume=--resume
 a=$first
@@ -78,7 +96,7 @@ while [ "$a" -le "$last" ]; do
 	b=$((a + block - 1))
 	[ "$b" -le "$last" ] || b=$last
 	# one thread a worker: trials side by side beat threads within a trial
-	# (BENCHMARKS.md, "hsq-eval --jobs")
+	# (BENCHMARKS.md, under the needle grid)
 	echo "needle-grid.sh: length $len, trials $a-$b, $(date -u '+%Y-%m-%d %H:%M:%S') UTC" >&2
 	"$eval_bin" needle --haystack "$hay" --lengths "$len" --trials 100 --only-trials "$a-$b" \
 		--jobs "$jobs" -t 1 --methods full,quant,hsq,streaming,snapkv --log "$log" $resume > "$out.tmp" &
@@ -90,3 +108,6 @@ while [ "$a" -le "$last" ]; do
 	a=$((b + 1))
 done
 cat "$out"
+if [ "$last" -eq 99 ]; then
+	echo "needle-grid.sh: if every cell now holds its 100 trials, compress the log for the commit: zstd -19 -f --rm $log" >&2
+fi

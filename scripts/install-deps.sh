@@ -9,7 +9,8 @@ libzstd-dev:/usr/include/zstd.h libcriterion-dev:/usr/include/criterion/criterio
 libpcre2-dev:/usr/include/pcre2.h libutf8proc-dev:/usr/include/utf8proc.h
 libopenblas-dev:/usr/include/x86_64-linux-gnu/cblas.h python3:/usr/bin/python3
 python3-pip:/usr/lib/python3/dist-packages/pip python3-venv:/usr/lib/python3/dist-packages/ensurepip
-ca-certificates:/etc/ssl/certs/ca-certificates.crt time:/usr/bin/time"
+ca-certificates:/etc/ssl/certs/ca-certificates.crt time:/usr/bin/time zstd:/usr/bin/zstd
+binutils:/usr/bin/nm"
 
 missing=
 for entry in $need; do

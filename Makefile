@@ -39,7 +39,7 @@ SAN_FLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-san
 # The layers of libhsq, bottom to top: a file may include headers of its
 # own layer and of the layers before it (tests/cli/layers.sh checks).
 # lib/eval/ is the evaluation wing, built apart as libhsq-eval.a.
-LIB_LAYERS = common model codec backend backend/cpu kv context snapshot
+LIB_LAYERS = common model codec kv backend backend/cpu context snapshot
 LIB_SRC   = $(foreach d,$(LIB_LAYERS),$(sort $(wildcard lib/$(d)/*.c)))
 EVAL_LIB_SRC = $(sort $(wildcard lib/eval/*.c))
 LIB_OBJ   = $(LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)

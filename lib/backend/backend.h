@@ -12,7 +12,9 @@
 
 #include <stddef.h>
 
+#include "common/threadpool.h"
 #include "hsq.h"
+#include "kv/tiers.h"
 #include "model/model.h"
 
 typedef struct hsq_backend hsq_backend;
@@ -57,11 +59,28 @@ typedef struct hsq_backend_ops {
 	void (*scale)(hsq_backend *be, float *x, float s, size_t n);
 	/* x[i] += y[i] for n floats. */
 	void (*add)(hsq_backend *be, float *x, const float *y, size_t n);
-	/* Host-side parallel for: fn(arg, task, thread) for every task in
-	 * 0..n_tasks-1, thread in 0..threads()-1 (the HSQ tier attention, which
-	 * works on host memory; a device backend runs it on its host threads). */
-	void (*parallel)(hsq_backend *be, int n_tasks, void (*fn)(void *arg, int task, int thread), void *arg);
-	int (*threads)(const hsq_backend *be);
+
+	/* The HSQ tiered attention of one layer for a chunk of n tokens, the
+	 * project's main kernel: k, v ([n][n_head_kv * hd], K after RoPE) join
+	 * the layer's tail, then every token routes (score_groups below),
+	 * fetches and attends over L1, the unfetched groups' summaries, the
+	 * fetched groups and the tail up to its position. q and out are
+	 * [n][n_head * hd]. full_k/full_v: the layer's full cache (a ring of
+	 * full_cap rows) when the recall probe is on, else NULL. The CPU twin
+	 * is tiers_attend (kv/tiers_attend.c). */
+	void (*attend_tiered)(hsq_backend *be, struct hsq_tiers *t, int layer, const float *q, const float *k,
+			      const float *v, const int *pos, int n, const float *full_k, const float *full_v,
+			      int full_cap, float *out);
+	/* The router's score of every group of one KV head for the G query
+	 * heads q[G][hd] that share it (an upper bound of q.k over the group's
+	 * keys from the router codes): score[n_group]; table and key_score are
+	 * scratch (kv/tiers.h). The CPU twin is tiers_pq_group_scores
+	 * (kv/tiers_pq.c). */
+	void (*score_groups)(hsq_backend *be, const struct hsq_tiers *t, const tier_head *h, const float *q, int G,
+			     float *table, float *key_score, float *score);
+	/* The host threads: the tiers are built on them, and the CPU twins of
+	 * the tier operations run on them. */
+	hsq_pool *(*host_pool)(hsq_backend *be);
 } hsq_backend_ops;
 
 struct hsq_backend {

@@ -44,9 +44,6 @@ void hsq_context_free(hsq_context *ctx)
 	free(ctx->kv_cap);
 	free(ctx->obs_q);
 	tiers_free(ctx->tiers);
-	free(ctx->tier_trace_buf);
-	free(ctx->tier_trace_count);
-	free(ctx->tier_recall_buf);
 	free(ctx->tokens);
 	free(ctx->pos);
 	free(ctx);
@@ -188,9 +185,9 @@ static void forward_chunk(hsq_context *ctx, const hsq_token *tokens, int n)
 		}
 		if (ctx->tiers) {
 			int probe = ctx->tiers->probe && ctx->has_full_kv;
-			tiers_attend(ctx, ctx->tiers, l, ctx->q, ctx->k, ctx->v, ctx->pos, n,
-				     probe ? ctx->k_cache[l] : NULL, probe ? ctx->v_cache[l] : NULL,
-				     probe ? ctx->kv_cap[l] : 0, ctx->att);
+			o->attend_tiered(be, ctx->tiers, l, ctx->q, ctx->k, ctx->v, ctx->pos, n,
+					 probe ? ctx->k_cache[l] : NULL, probe ? ctx->v_cache[l] : NULL,
+					 probe ? ctx->kv_cap[l] : 0, ctx->att);
 		} else {
 			o->attention(be, ctx->q, ctx->k_cache[l], ctx->v_cache[l], ctx->kv_cap[l], ctx->pos, n,
 				     mi->n_head, mi->n_head_kv, hd, L->window, attn_scale, ctx->att);
@@ -229,6 +226,23 @@ void context_kv_read(const hsq_context *ctx, int l, int which, int p0, int n, fl
 	}
 }
 
+static void kv_view_read(const void *owner, int l, int which, int p0, int n, float *host)
+{
+	context_kv_read(owner, l, which, p0, n, host);
+}
+
+kv_view context_kv_view(const hsq_context *ctx)
+{
+	return (kv_view){ .n_tokens = ctx->n_past,
+			  .n_ctx = ctx->n_ctx,
+			  .tokens = ctx->tokens,
+			  .obs_q = ctx->obs_q,
+			  .obs_from = ctx->obs_from,
+			  .pool = ctx->backend->ops->host_pool(ctx->backend),
+			  .read = kv_view_read,
+			  .owner = ctx };
+}
+
 void context_kv_write(hsq_context *ctx, int l, int which, int n_tokens, uint64_t off, const float *src, size_t n)
 {
 	size_t width = context_kv_width(ctx);
@@ -263,7 +277,7 @@ hsq_status hsq_context_eval(hsq_context *ctx, const hsq_token *tokens, size_t n,
 	for (size_t done = 0; done < n;) {
 		int chunk = (int)(n - done < (size_t)ctx->n_batch ? n - done : (size_t)ctx->n_batch);
 		hsq_status st;
-		if (ctx->tiers && (st = tiers_reserve_chunk(ctx, ctx->tiers, chunk)))
+		if (ctx->tiers && (st = tiers_reserve_chunk(ctx->tiers, chunk)))
 			return st;
 		forward_chunk(ctx, tokens + done, chunk);
 		if (ctx->tiers) {

@@ -4,6 +4,7 @@
 
 #include "backend/backend.h"
 #include "hsq.h"
+#include "kv/kv_view.h"
 #include "model/model.h"
 
 struct hsq_context {
@@ -43,9 +44,6 @@ struct hsq_context {
 	 * loaded from a tiered snapshot and holds no full cache. */
 	struct hsq_tiers *tiers;
 	int has_full_kv;
-	int32_t *tier_trace_buf;  /* [n_batch * n_head_kv][groups]: groups fetched per task */
-	int *tier_trace_count;    /* [n_batch * n_head_kv] */
-	double *tier_recall_buf;  /* [n_batch * n_head_kv] */
 };
 
 /* hsq_context_new without the full KV cache when with_kv = 0 (contexts
@@ -65,6 +63,8 @@ void context_kv_read(const hsq_context *ctx, int l, int which, int p0, int n, fl
 /* Stores floats [off, off + n) of a [n_tokens][kv_width] plane (K or V of
  * layer l) into the cache, dropping the rows of positions a ring layer
  * would no longer hold once n_tokens positions are filled. */
+/* The read-only view of ctx's full cache that the tier builder takes. */
+kv_view context_kv_view(const hsq_context *ctx);
 void context_kv_write(hsq_context *ctx, int l, int which, int n_tokens, uint64_t off, const float *src, size_t n);
 
 #endif

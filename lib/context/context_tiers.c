@@ -22,9 +22,10 @@ hsq_status hsq_context_compress(hsq_context *ctx, hsq_snapshot_mode mode, const 
 	if (!ctx->has_full_kv)
 		return hsq_fail(HSQ_ERR_INTERNAL, "a context without a full cache cannot be compressed; please report");
 	struct hsq_tiers *t = NULL;
-	if ((st = tiers_new(ctx->model, mode, params, ctx->n_ctx, ctx->backend->ops->threads(ctx->backend), &t)))
+	kv_view kv = context_kv_view(ctx);
+	if ((st = tiers_new(ctx->model, mode, params, ctx->n_ctx, pool_threads(kv.pool), &t)))
 		return st;
-	if ((st = tiers_build(ctx, t))) {
+	if ((st = tiers_build(&kv, t))) {
 		tiers_free(t);
 		return st;
 	}
@@ -59,9 +60,7 @@ int hsq_context_budget(const hsq_context *ctx)
 	const struct hsq_tiers *t = ctx->tiers;
 	if (!t || t->mode != HSQ_MODE_HSQ)
 		return 0;
-	return t->budget == HSQ_BUDGET_ALL ? INT32_MAX
-	       : t->budget == HSQ_BUDGET_DEFAULT ? hsq_default_budget(t->n_tokens)
-						 : t->budget;
+	return tiers_budget_tokens(t, t->n_tokens, INT32_MAX);
 }
 
 hsq_status hsq_context_set_retrieval_heads(hsq_context *ctx, int n)

@@ -13,8 +13,9 @@
 #include "common/error.h"
 #include "common/le.h"
 #include "common/vec_f32.h"
-#include "context/context.h"
+#include "kv/kv_view.h"
 #include "kv/tiers.h"
+#include "model/model.h"
 
 hsq_tier_params hsq_tier_default_params(void)
 {
@@ -232,6 +233,9 @@ void tiers_free(struct hsq_tiers *t)
 	for (int i = 0; i < t->n_rope; i++)
 		free(t->rope[i].cs);
 	free(t->fill);
+	free(t->trace_buf);
+	free(t->trace_count);
+	free(t->recall_buf);
 	if (t->scratch)
 		for (int i = 0; i < t->n_threads; i++) {
 			tier_scratch *x = &t->scratch[i];
@@ -745,14 +749,14 @@ static void rounding_task(void *arg, int task, int thread)
  * codes do not depend on the thread count. *have = 0 when the context
  * holds no observation queries for the last obs_window positions: the
  * keys then round to the nearest levels. */
-static hsq_status key_rounding(const hsq_context *ctx, const struct hsq_tiers *t, int l, int g, const rope_table *r,
+static hsq_status key_rounding(const kv_view *kv, const struct hsq_tiers *t, int l, int g, const rope_table *r,
 			       int n, const int32_t *idx, int m, float **out, size_t *cap, int *have)
 {
 	int hd = t->head_dim, G = t->n_head / t->n_head_kv;
 	int n_obs = t->params.obs_window < n ? t->params.obs_window : n;
 	size_t dd = (size_t)hd * hd, qw = (size_t)t->n_head * hd;
 	*have = 0;
-	if (n_obs <= 0 || ctx->obs_from > n - n_obs)
+	if (n_obs <= 0 || kv->obs_from > n - n_obs)
 		return HSQ_OK;
 	int nb = (n + KEY_ROUND_BLOCK - 1) / KEY_ROUND_BLOCK;
 	if ((size_t)nb * dd > *cap) {
@@ -762,8 +766,7 @@ static hsq_status key_rounding(const hsq_context *ctx, const struct hsq_tiers *t
 		*out = u;
 		*cap = (size_t)nb * dd;
 	}
-	hsq_backend *be = ctx->backend;
-	int threads = be->ops->threads(be);
+	int threads = pool_threads(kv->pool);
 	double *s = calloc(dd, sizeof *s);
 	double *work = malloc((size_t)threads * 2 * dd * sizeof *work);
 	uint8_t *need = calloc((size_t)nb, 1);
@@ -775,7 +778,7 @@ static hsq_status key_rounding(const hsq_context *ctx, const struct hsq_tiers *t
 		goto done;
 	}
 	for (int o = n - n_obs; o < n; o++) {
-		const float *qrow = ctx->obs_q + ((size_t)l * HSQ_OBS_MAX + (size_t)(o % HSQ_OBS_MAX)) * qw;
+		const float *qrow = kv->obs_q + ((size_t)l * HSQ_OBS_MAX + (size_t)(o % HSQ_OBS_MAX)) * qw;
 		for (int hq = g * G; hq < (g + 1) * G; hq++) {
 			const float *q = qrow + (size_t)hq * hd;
 			for (int a = 0; a < hd; a++)
@@ -791,7 +794,7 @@ static hsq_status key_rounding(const hsq_context *ctx, const struct hsq_tiers *t
 		if (!idx || need[b])
 			blocks[n_need++] = b;
 	rounding_job j = { t, r, s, blocks, n, work, *out, status };
-	be->ops->parallel(be, n_need, rounding_task, &j);
+	pool_run(kv->pool, n_need, rounding_task, &j);
 	for (int b = 0; b < n_need && !st; b++)
 		st = status[b];
 	if (st) /* the workers' messages stay on their threads */
@@ -854,7 +857,7 @@ static hsq_status encode_summary(const struct hsq_tiers *t, const tier_head *h, 
  * of the G query heads sharing g) whose token occurred before, at some
  * p - 1 with p older than the recent window, the attention share on all
  * such p; the mean over the queries that have one (0 when none has). */
-static void reader_scores(const hsq_context *ctx, const struct hsq_tiers *t, int layer, int g, const float *k_rope,
+static void reader_scores(const kv_view *kv, const struct hsq_tiers *t, int layer, int g, const float *k_rope,
 			  const float *k_pre, int n, float *mass, float *tmp, float *induction)
 {
 	int hd = t->head_dim, H = t->n_head_kv, G = t->n_head / H;
@@ -876,10 +879,10 @@ static void reader_scores(const hsq_context *ctx, const struct hsq_tiers *t, int
 	double copied = 0.0;
 	int n_copy = 0;
 	for (int o = n - n_obs; o < n; o++) {
-		const float *qrow = ctx->obs_q + ((size_t)layer * HSQ_OBS_MAX + (size_t)(o % HSQ_OBS_MAX)) * qw;
+		const float *qrow = kv->obs_q + ((size_t)layer * HSQ_OBS_MAX + (size_t)(o % HSQ_OBS_MAX)) * qw;
 		int far = o - t->params.window, repeats = 0; /* copy targets p < far */
 		for (int p = 1; p < far && !repeats; p++)
-			repeats = ctx->tokens[p - 1] == ctx->tokens[o];
+			repeats = kv->tokens[p - 1] == kv->tokens[o];
 		for (int hq = g * G; hq < (g + 1) * G; hq++) {
 			const float *q = qrow + (size_t)hq * hd;
 			float mx = -INFINITY;
@@ -891,7 +894,7 @@ static void reader_scores(const hsq_context *ctx, const struct hsq_tiers *t, int
 			for (int p = 0; p <= o; p++) {
 				tmp[p] = expf(tmp[p] - mx);
 				sum += tmp[p];
-				if (repeats && p >= 1 && p < far && ctx->tokens[p - 1] == ctx->tokens[o])
+				if (repeats && p >= 1 && p < far && kv->tokens[p - 1] == kv->tokens[o])
 					hit += tmp[p];
 			}
 			float inv = (float)(1.0 / sum);
@@ -966,11 +969,11 @@ static void choose_l1(int n, int sinks, int window, int flagged, const float *ma
 		mark_top(mass, order, m, flagged, tmp, sel);
 }
 
-hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
+hsq_status tiers_build(const kv_view *kv, struct hsq_tiers *t)
 {
 	hsq_status st = HSQ_OK;
 	const hsq_tier_params *p = &t->params;
-	int n = ctx->n_past, hd = t->head_dim, H = t->n_head_kv;
+	int n = kv->n_tokens, hd = t->head_dim, H = t->n_head_kv;
 	size_t kvw = (size_t)H * hd;
 	float *k_rope = NULL, *k_pre = NULL, *v = NULL, *mass = NULL, *tmp = NULL, *bmass = NULL;
 	int32_t *order = NULL, *idx = NULL, *pos = NULL, *rest = NULL, *border = NULL;
@@ -981,14 +984,14 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 	int rounded_by_query = 0;
 	uint8_t sum[2 * 4 * HSQ_CODEC_MAX_DIM];
 
-	if ((st = tiers_rope_reserve(t, ctx->n_ctx)))
+	if ((st = tiers_rope_reserve(t, kv->n_ctx)))
 		return st;
 	int needs_obs = (t->mode == HSQ_MODE_HSQ || t->mode == HSQ_MODE_SNAPKV) && p->reader == HSQ_READER_OBS_ATTENTION;
 	int n_obs = p->obs_window < n ? p->obs_window : n;
-	if (needs_obs && n > 0 && ctx->obs_from > n - n_obs)
+	if (needs_obs && n > 0 && kv->obs_from > n - n_obs)
 		return hsq_fail(HSQ_ERR_INVALID_ARG,
 				"the obs-attention reader needs the queries of the last %d positions, but only positions from %d on were evaluated in this context (one loaded from a snapshot has none); evaluate the last %d tokens here before compressing, or use the key-norm reader",
-				n_obs, ctx->obs_from, n_obs);
+				n_obs, kv->obs_from, n_obs);
 
 	size_t rows = (size_t)(n > 0 ? n : 1);
 	k_rope = malloc(rows * kvw * sizeof *k_rope);
@@ -1018,8 +1021,8 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 	for (int l = 0; l < t->n_layer && n > 0; l++) {
 		tier_layer *L = &t->layers[l];
 		const rope_table *R = &t->rope[L->rope_table];
-		context_kv_read(ctx, l, 0, 0, n, k_rope);
-		context_kv_read(ctx, l, 1, 0, n, v);
+		kv->read(kv->owner, l, 0, 0, n, k_rope);
+		kv->read(kv->owner, l, 1, 0, n, v);
 		memcpy(k_pre, k_rope, (size_t)n * kvw * sizeof *k_pre);
 		for (int i = 0; i < n; i++)
 			for (int g = 0; g < H; g++)
@@ -1036,7 +1039,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 				for (int i = 0; i < m; i++)
 					idx[i] = first + i;
 				if (p->key_rounding == HSQ_KEY_ROUNDING_QUERY &&
-				    (st = key_rounding(ctx, t, l, g, R, n, idx, m, &kr_buf, &kr_cap, &have_kr)))
+				    (st = key_rounding(kv, t, l, g, R, n, idx, m, &kr_buf, &kr_cap, &have_kr)))
 					goto done;
 				kr = have_kr ? kr_buf : NULL;
 				rounded_by_query |= have_kr;
@@ -1064,14 +1067,14 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 				window = window < keep - sinks ? window : keep - sinks;
 				flagged = keep - sinks - window;
 				float unused;
-				reader_scores(ctx, t, l, g, k_rope, k_pre, n, mass, tmp, &unused);
+				reader_scores(kv, t, l, g, k_rope, k_pre, n, mass, tmp, &unused);
 				score = mass;
 				break;
 			}
 			default: { /* hsq */
 				int fixed = sinks + window < n ? sinks + window : n;
 				flagged = (int)(p->l1_fraction * (n - fixed));
-				reader_scores(ctx, t, l, g, k_rope, k_pre, n, mass, tmp, &h->induction);
+				reader_scores(kv, t, l, g, k_rope, k_pre, n, mass, tmp, &h->induction);
 				score = mass;
 			}
 			}
@@ -1087,7 +1090,7 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 			 * modes only L1's */
 			int evicts = t->mode == HSQ_MODE_STREAMING || t->mode == HSQ_MODE_SNAPKV;
 			if (p->key_rounding == HSQ_KEY_ROUNDING_QUERY &&
-			    (st = key_rounding(ctx, t, l, g, R, n, evicts ? idx : NULL, n1, &kr_buf, &kr_cap, &have_kr)))
+			    (st = key_rounding(kv, t, l, g, R, n, evicts ? idx : NULL, n1, &kr_buf, &kr_cap, &have_kr)))
 				goto done;
 			kr = have_kr ? kr_buf : NULL;
 			rounded_by_query |= have_kr;
@@ -1133,8 +1136,8 @@ hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t)
 	}
 	t->n_tokens = n;
 	t->params.key_rounding = rounded_by_query ? HSQ_KEY_ROUNDING_QUERY : HSQ_KEY_ROUNDING_NEAREST; /* as built */
-	if (!(st = tiers_pq_fit_all(t, ctx->backend)) && !(st = tiers_pick_retrieval(t)))
-		st = tiers_build_residuals(ctx, t);
+	if (!(st = tiers_pq_fit_all(t, kv->pool)) && !(st = tiers_pick_retrieval(t)))
+		st = tiers_build_residuals(kv, t);
 done:
 	free(kr_buf);
 	free(k_rope);
@@ -1168,10 +1171,10 @@ static hsq_status residuals_of(const struct hsq_tiers *t, const tier_head *h, co
 	return HSQ_OK;
 }
 
-hsq_status tiers_build_residuals(hsq_context *ctx, struct hsq_tiers *t)
+hsq_status tiers_build_residuals(const kv_view *kv, struct hsq_tiers *t)
 {
 	hsq_status st = HSQ_OK;
-	int n = ctx->n_past, hd = t->head_dim, H = t->n_head_kv, n_heads = t->n_layer * H;
+	int n = kv->n_tokens, hd = t->head_dim, H = t->n_head_kv, n_heads = t->n_layer * H;
 	size_t kvw = (size_t)H * hd;
 	float *k = NULL, *score = malloc((size_t)n_heads * sizeof *score);
 	uint8_t *global = malloc((size_t)n_heads), *picked = malloc((size_t)n_heads);
@@ -1192,7 +1195,7 @@ hsq_status tiers_build_residuals(hsq_context *ctx, struct hsq_tiers *t)
 			st = hsq_fail(HSQ_ERR_NOMEM, "out of memory for the residual key codes of %d tokens", n);
 			goto done;
 		}
-		context_kv_read(ctx, l, 0, 0, n, k);
+		kv->read(kv->owner, l, 0, 0, n, k);
 		const rope_table *R = &t->rope[L->rope_table];
 		for (int g = 0; g < H; g++) {
 			tier_head *h = &L->heads[g];

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "hsq_codec.h"
+#include "kv/kv_view.h"
 
 typedef struct tier_head {
 	int n_l1, cap_l1;
@@ -133,6 +134,11 @@ struct hsq_tiers {
 	hsq_trace_fn trace;
 	void *trace_user;
 	int probe;                   /* 1: measure router recall against the full cache */
+	/* What one attend call reports per task (token x KV head), sized by
+	 * tiers_reserve_chunk for a chunk of n tokens. */
+	int32_t *trace_buf;          /* [n * n_head_kv][max groups] groups fetched */
+	int *trace_count;            /* [n * n_head_kv] */
+	double *recall_buf;          /* [n * n_head_kv] probe: recall summed over query heads */
 	/* Per-thread scratch for the attention tasks (tiers_attend.c). */
 	int n_threads;
 	struct tier_scratch *scratch; /* [n_threads] */
@@ -276,7 +282,7 @@ hsq_status tiers_head_enable_res(const struct hsq_tiers *t, tier_head *h);
 /* Residual codes of the heads params.residual_heads picks in a freshly
  * built context (after tiers_pick_retrieval), from its full cache; each
  * such head keeps them from then on. */
-hsq_status tiers_build_residuals(hsq_context *ctx, struct hsq_tiers *t);
+hsq_status tiers_build_residuals(const kv_view *kv, struct hsq_tiers *t);
 
 /* Summary codes (L2) of a group of head h at positions pos[n] from its
  * key summary (after RoPE) and value summary, and back: each coded minus
@@ -341,26 +347,42 @@ hsq_status tiers_pq_fit(const struct hsq_tiers *t, tier_head *h, const rope_tabl
 hsq_status tiers_pq_add(const struct hsq_tiers *t, tier_head *h, const rope_table *r, int first, int n);
 void tiers_pq_group_scores(const struct hsq_tiers *t, const tier_head *h, const float *q, int G, float *table,
 			   float *key_score, float *score);
-struct hsq_backend;
 /* Fits the router codes of every head with groups (end of building or
  * loading the tiers), one head per task of the backend's host threads. */
-hsq_status tiers_pq_fit_all(struct hsq_tiers *t, struct hsq_backend *be);
+hsq_status tiers_pq_fit_all(struct hsq_tiers *t, hsq_pool *pool);
 
-/* Builds the tiers of ctx from its full KV cache (positions 0..n_past-1)
- * and the observation queries it captured. */
-hsq_status tiers_build(hsq_context *ctx, struct hsq_tiers *t);
+/* The router's group scores, as tiers_pq_group_scores computes them: the
+ * backend's op (backend.h, score_groups) behind a plain function pointer,
+ * so that the attention below can call a backend's own. */
+typedef void (*tier_score_fn)(void *user, const struct hsq_tiers *t, const tier_head *h, const float *q, int G,
+			      float *table, float *key_score, float *score);
+
+/* Tokens per KV head the router fetches at a step over n_tokens
+ * positions: the budget as set, hsq_default_budget(n_tokens) for
+ * HSQ_BUDGET_DEFAULT, and `all` for HSQ_BUDGET_ALL (every group). */
+static inline int tiers_budget_tokens(const struct hsq_tiers *t, int n_tokens, int all)
+{
+	return t->budget == HSQ_BUDGET_ALL ? all
+	       : t->budget == HSQ_BUDGET_DEFAULT ? hsq_default_budget(n_tokens)
+						 : t->budget;
+}
+
+/* Builds the tiers from a full KV cache (positions 0..kv->n_tokens-1) and
+ * the observation queries its owner captured. */
+hsq_status tiers_build(const kv_view *kv, struct hsq_tiers *t);
 
 /* The attention of one layer for a chunk of n tokens: appends k, v (after
  * RoPE, [n][n_head_kv * head_dim]) to the tail, then every token attends
  * to L1, the summaries of unfetched groups, the fetched groups and the
  * tail up to its position. full_k/full_v: the layer's full cache (ring of
  * full_cap rows) when the recall probe is on, else NULL. */
-void tiers_attend(hsq_context *ctx, struct hsq_tiers *t, int layer, const float *q, const float *k, const float *v,
-		  const int *pos, int n, const float *full_k, const float *full_v, int full_cap, float *out);
+void tiers_attend(struct hsq_tiers *t, int layer, const float *q, const float *k, const float *v, const int *pos,
+		  int n, const float *full_k, const float *full_v, int full_cap, float *out, hsq_pool *pool,
+		  tier_score_fn score, void *score_user);
 
 /* Sizes scratch, trace buffers, tail and RoPE tables for a chunk of n
  * tokens; call before the chunk's layers run. */
-hsq_status tiers_reserve_chunk(hsq_context *ctx, struct hsq_tiers *t, int n);
+hsq_status tiers_reserve_chunk(struct hsq_tiers *t, int n);
 
 /* Moves tail tokens beyond the recent window into the tiers (online
  * compression); call after every chunk. */

@@ -27,8 +27,8 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/threadpool.h"
 #include "common/vec_f32.h"
-#include "context/context.h"
 #include "kv/tiers.h"
 #include "kv/tiers_kernels.h"
 
@@ -151,6 +151,8 @@ typedef struct attend_job {
 				* decoded-group caches (filled before the
 				* attention tasks run, read only by them) */
 	uint64_t stamp;        /* this call's clock value for the cache */
+	tier_score_fn score;   /* the router's group scores (the backend's op) */
+	void *score_user;
 } attend_job;
 
 /* The router (docs/tiers.md, Decoding): marks in fetched[] the groups of
@@ -165,13 +167,13 @@ typedef struct attend_job {
  * largest over the G query heads. x: the task's scratch (rankings of
  * 2 n_group entries, the router's tables and scores). */
 static void route(const struct hsq_tiers *t, const tier_head *h, const float *q, int G, int hd, int budget,
-		  tier_scratch *x, uint8_t *fetched)
+		  tier_score_fn score, void *score_user, tier_scratch *x, uint8_t *fetched)
 {
 	int ng = h->n_group;
 	ranked_group *by_bound = x->rank, *by_mean = by_bound + ng;
 	int coded = h->pq_centroid != NULL; /* not when fitting it ran out of memory */
 	if (coded)
-		tiers_pq_group_scores(t, h, q, G, x->pq_table, x->kscore, x->gscore);
+		score(score_user, t, h, q, G, x->pq_table, x->kscore, x->gscore);
 	/* q.k_summary, the largest over the query heads, up to four heads at
 	 * a time through x->s (free until the attention) */
 	float *best = x->sum_score;
@@ -296,8 +298,8 @@ static void route_task(void *arg, int task, int thread)
 				tr[n++] = k;
 		} else {
 			memset(x->fetched, 0, (size_t)h->n_group);
-			route(t, h, j->q + (size_t)ti * t->n_head * hd + (size_t)g * G * hd, G, hd, j->budget, x,
-			      x->fetched);
+			route(t, h, j->q + (size_t)ti * t->n_head * hd + (size_t)g * G * hd, G, hd, j->budget, j->score,
+			      j->score_user, x, x->fetched);
 			for (int k = 0; k < h->n_group; k++)
 				if (x->fetched[k])
 					tr[n++] = k;
@@ -502,8 +504,9 @@ static void attend_task(void *arg, int task, int thread)
 		j->recall[task] = recall;
 }
 
-void tiers_attend(hsq_context *ctx, struct hsq_tiers *t, int layer, const float *q, const float *k, const float *v,
-		  const int *pos, int n, const float *full_k, const float *full_v, int full_cap, float *out)
+void tiers_attend(struct hsq_tiers *t, int layer, const float *q, const float *k, const float *v, const int *pos,
+		  int n, const float *full_k, const float *full_v, int full_cap, float *out, hsq_pool *pool,
+		  tier_score_fn score, void *score_user)
 {
 	tier_layer *L = &t->layers[layer];
 	int H = t->n_head_kv;
@@ -518,42 +521,42 @@ void tiers_attend(hsq_context *ctx, struct hsq_tiers *t, int layer, const float 
 
 	attend_job j = { .t = t, .L = L, .q = q, .pos = pos, .n = n, .full_k = full_k, .full_v = full_v,
 			 .full_cap = full_cap, .out = out };
-	j.budget = t->budget == HSQ_BUDGET_ALL ? INT_MAX
-		   : t->budget == HSQ_BUDGET_DEFAULT ? hsq_default_budget(t->n_tokens)
-						     : t->budget;
+	j.budget = tiers_budget_tokens(t, t->n_tokens, INT_MAX);
 	for (int h = 0; h < H; h++)
 		j.max_groups = L->heads[h].n_group > j.max_groups ? L->heads[h].n_group : j.max_groups;
 	j.use_cache = t->mode == HSQ_MODE_HSQ && !t->group_cache_off;
 	j.stamp = ++t->n_attend;
-	j.trace = ctx->tier_trace_buf;
-	j.n_trace = ctx->tier_trace_count;
-	j.recall = full_k ? ctx->tier_recall_buf : NULL;
-	ctx->backend->ops->parallel(ctx->backend, n * H, route_task, &j);
+	j.trace = t->trace_buf;
+	j.n_trace = t->trace_count;
+	j.recall = full_k ? t->recall_buf : NULL;
+	j.score = score;
+	j.score_user = score_user;
+	pool_run(pool, n * H, route_task, &j);
 	int n_fill = j.use_cache ? assign_slots(&j) : 0;
 	if (n_fill > 0)
-		ctx->backend->ops->parallel(ctx->backend, n_fill, fill_task, &j);
-	ctx->backend->ops->parallel(ctx->backend, n * H, attend_task, &j);
+		pool_run(pool, n_fill, fill_task, &j);
+	pool_run(pool, n * H, attend_task, &j);
 
 	for (int i = 0; i < n * H; i++) { /* hit counts here: tasks of one head run in parallel */
 		tier_head *h = &L->heads[i % H];
-		const int32_t *tr = ctx->tier_trace_buf + (size_t)i * j.max_groups;
-		for (int m = 0; m < ctx->tier_trace_count[i]; m++)
+		const int32_t *tr = t->trace_buf + (size_t)i * j.max_groups;
+		for (int m = 0; m < t->trace_count[i]; m++)
 			h->g_hits[tr[m]]++;
 	}
 	if (t->trace)
 		for (int i = 0; i < n * H; i++)
-			t->trace(t->trace_user, pos[i / H], layer, i % H, ctx->tier_trace_buf + (size_t)i * j.max_groups,
-				 ctx->tier_trace_count[i]);
+			t->trace(t->trace_user, pos[i / H], layer, i % H, t->trace_buf + (size_t)i * j.max_groups,
+				 t->trace_count[i]);
 	if (full_k)
 		for (int i = 0; i < n * H; i++) {
-			L->recall_sum += ctx->tier_recall_buf[i];
+			L->recall_sum += t->recall_buf[i];
 			L->recall_count += (uint64_t)(t->n_head / H);
 		}
 }
 
 /* Sizes the scratch and trace buffers for a chunk of n tokens before its
  * layers run. */
-hsq_status tiers_reserve_chunk(hsq_context *ctx, struct hsq_tiers *t, int n)
+hsq_status tiers_reserve_chunk(struct hsq_tiers *t, int n)
 {
 	int H = t->n_head_kv, max_groups = 0, max_l3 = 0, max_l1 = 0, max_tail = 0, max_gsize = t->params.group_size;
 	int retrieval_l3 = 0; /* a retrieval head fetches all of its L3 */
@@ -569,9 +572,7 @@ hsq_status tiers_reserve_chunk(hsq_context *ctx, struct hsq_tiers *t, int n)
 				retrieval_l3 = hd->n_l3 > retrieval_l3 ? hd->n_l3 : retrieval_l3;
 		}
 	}
-	int budget = t->budget == HSQ_BUDGET_ALL ? max_l3
-		     : t->budget == HSQ_BUDGET_DEFAULT ? hsq_default_budget(t->n_tokens + n)
-						       : t->budget;
+	int budget = tiers_budget_tokens(t, t->n_tokens + n, max_l3);
 	int fetch = budget + max_gsize < max_l3 ? budget + max_gsize : max_l3;
 	if (budget > 0 && retrieval_l3 > fetch)
 		fetch = retrieval_l3;
@@ -581,16 +582,16 @@ hsq_status tiers_reserve_chunk(hsq_context *ctx, struct hsq_tiers *t, int n)
 	if (st)
 		return st;
 	size_t need = (size_t)n * H;
-	int32_t *tb = realloc(ctx->tier_trace_buf, (need * (size_t)(max_groups > 0 ? max_groups : 1)) * sizeof *tb);
+	int32_t *tb = realloc(t->trace_buf, (need * (size_t)(max_groups > 0 ? max_groups : 1)) * sizeof *tb);
 	if (!tb)
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the router trace");
-	ctx->tier_trace_buf = tb;
-	int *tc = realloc(ctx->tier_trace_count, need * sizeof *tc);
-	double *rb = tc ? realloc(ctx->tier_recall_buf, need * sizeof *rb) : NULL;
+	t->trace_buf = tb;
+	int *tc = realloc(t->trace_count, need * sizeof *tc);
+	double *rb = tc ? realloc(t->recall_buf, need * sizeof *rb) : NULL;
 	if (tc)
-		ctx->tier_trace_count = tc;
+		t->trace_count = tc;
 	if (rb)
-		ctx->tier_recall_buf = rb;
+		t->recall_buf = rb;
 	if (!tc || !rb)
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the router trace");
 	/* decoded-group caches: room for the groups of a full budget if they

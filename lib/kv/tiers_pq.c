@@ -36,8 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
 #include "common/error.h"
+#include "common/threadpool.h"
 #include "common/vec_f32.h"
 #include "kv/tiers.h"
 #if defined(__AVX512F__)
@@ -293,7 +293,7 @@ static void fit_task(void *arg, int task, int thread)
 	j->status[task] = h->n_group > 0 ? tiers_pq_fit(t, h, &t->rope[L->rope_table]) : HSQ_OK;
 }
 
-hsq_status tiers_pq_fit_all(struct hsq_tiers *t, struct hsq_backend *be)
+hsq_status tiers_pq_fit_all(struct hsq_tiers *t, hsq_pool *pool)
 {
 	int n = t->n_layer * t->n_head_kv;
 	fit_job j = { t, calloc((size_t)(n > 0 ? n : 1), sizeof(hsq_status)) };
@@ -301,7 +301,7 @@ hsq_status tiers_pq_fit_all(struct hsq_tiers *t, struct hsq_backend *be)
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory fitting the router codes");
 	/* one task per head: each head's fit reads and writes only that head,
 	 * so the codes do not depend on the thread count */
-	be->ops->parallel(be, n, fit_task, &j);
+	pool_run(pool, n, fit_task, &j);
 	t->pq_fitted = 1;
 	hsq_status st = HSQ_OK;
 	for (int i = 0; i < n && !st; i++)

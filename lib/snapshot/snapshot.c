@@ -918,10 +918,10 @@ static hsq_status load_tiers(snap_reader *r, const hsq_model *model, const hsq_c
 		goto done;
 	}
 	/* tiers_new re-checks the parameters: damaged values are refused here */
-	if ((st = tiers_new(model, mode, &tp, ctx->n_ctx, ctx->backend->ops->threads(ctx->backend), &t)) ||
+	if ((st = tiers_new(model, mode, &tp, ctx->n_ctx, pool_threads(ctx->backend->ops->host_pool(ctx->backend)), &t)) ||
 	    (st = tiers_rope_reserve(t, ctx->n_ctx)) ||
 	    (st = tiers_deserialize(t, r->path, blobs, (int)r->meta.n_tokens)) ||
-	    (st = tiers_pq_fit_all(t, ctx->backend))) /* the router codes, derived from L3 */
+	    (st = tiers_pq_fit_all(t, ctx->backend->ops->host_pool(ctx->backend)))) /* the router codes, derived from L3 */
 		goto done;
 	ctx->tiers = t;
 	t = NULL;

@@ -774,16 +774,35 @@ static void cpu_add(hsq_backend *be, float *x, const float *y, size_t n)
 		x[i] += y[i];
 }
 
+static hsq_pool *cpu_host_pool(hsq_backend *be) { return ((cpu_backend *)be)->pool; }
+
+static void cpu_score_groups(hsq_backend *be, const struct hsq_tiers *t, const tier_head *h, const float *q, int G,
+			     float *table, float *key_score, float *score)
+{
+	tiers_pq_group_scores(t, h, q, G, table, key_score, score);
+}
+
+/* tiers_attend calls the router's scoring back through this, so that the
+ * table's score_groups is the one entry a backend changes to score the
+ * groups its own way. */
+static void score_through_backend(void *user, const struct hsq_tiers *t, const tier_head *h, const float *q, int G,
+				  float *table, float *key_score, float *score)
+{
+	hsq_backend *be = user;
+	be->ops->score_groups(be, t, h, q, G, table, key_score, score);
+}
+
+static void cpu_attend_tiered(hsq_backend *be, struct hsq_tiers *t, int layer, const float *q, const float *k,
+			      const float *v, const int *pos, int n, const float *full_k, const float *full_v,
+			      int full_cap, float *out)
+{
+	tiers_attend(t, layer, q, k, v, pos, n, full_k, full_v, full_cap, out, cpu_host_pool(be), score_through_backend,
+		     be);
+}
+
 /* calloc: large blocks come straight from mmap as untouched zero pages, so
  * a big KV cache costs memory only as positions fill. Kernels load with
  * memcpy, so 16-byte alignment is enough. */
-static void cpu_parallel(hsq_backend *be, int n_tasks, void (*fn)(void *arg, int task, int thread), void *arg)
-{
-	pool_run(((cpu_backend *)be)->pool, n_tasks, fn, arg);
-}
-
-static int cpu_threads(const hsq_backend *be) { return ((const cpu_backend *)be)->n_threads; }
-
 static float *cpu_alloc(hsq_backend *be, size_t n_floats)
 {
 	return calloc(n_floats ? n_floats : 1, sizeof(float));
@@ -846,8 +865,9 @@ static const hsq_backend_ops cpu_ops = {
 	.geglu = cpu_geglu,
 	.scale = cpu_scale,
 	.add = cpu_add,
-	.parallel = cpu_parallel,
-	.threads = cpu_threads,
+	.attend_tiered = cpu_attend_tiered,
+	.score_groups = cpu_score_groups,
+	.host_pool = cpu_host_pool,
 };
 
 hsq_status backend_cpu_new(int n_threads, hsq_backend **out)

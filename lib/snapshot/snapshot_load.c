@@ -52,7 +52,7 @@ static hsq_status identity_mismatch(const snap_reader *r, const hsq_model_info *
 	hex_prefix(want, r->identity);
 	hex_prefix(have, mi->identity);
 	return hsq_fail(HSQ_ERR_MODEL_MISMATCH,
-			"%s was built by model '%s' (%s, identity %s), not by the given model '%s' (%s, identity %s); pass the model that wrote it with -m, or re-create the snapshot with this model",
+			"%s was built by model '%s' (%s, identity %s), not by the given model '%s' (%s, identity %s); pass the model that wrote it, or re-create the snapshot with this model",
 			r->path, r->name[0] ? r->name : "unnamed", r->arch, want,
 			mi->name && mi->name[0] ? mi->name : "unnamed", mi->architecture ? mi->architecture : "?", have);
 }
@@ -100,7 +100,7 @@ static hsq_status load_tiers(snap_reader *r, const hsq_model *model, const hsq_c
 		goto done;
 	if ((uint32_t)ctx->n_ctx < r->meta.n_tokens) {
 		st = hsq_fail(HSQ_ERR_CONTEXT_FULL,
-			      "%s holds %u tokens but the context holds only %d; pass a larger context (-c %u or more)",
+			      "%s holds %u tokens but the context holds only %d; pass a larger context (%u tokens or more)",
 			      r->path, r->meta.n_tokens, ctx->n_ctx, r->meta.n_tokens);
 		goto done;
 	}
@@ -180,7 +180,7 @@ hsq_status hsq_snapshot_load(const hsq_model *model, const char *path, const hsq
 	int want_ctx = params && params->n_ctx > 0 ? params->n_ctx : mi->n_ctx_train;
 	if (want_ctx > 0 && m->n_tokens > (uint32_t)want_ctx) {
 		st = hsq_fail(HSQ_ERR_CONTEXT_FULL,
-			      "%s holds %u tokens but the context holds only %d; pass a larger context (-c %u or more)",
+			      "%s holds %u tokens but the context holds only %d; pass a larger context (%u tokens or more)",
 			      path, m->n_tokens, want_ctx, m->n_tokens);
 		goto fail;
 	}
@@ -210,7 +210,7 @@ hsq_status hsq_snapshot_load(const hsq_model *model, const char *path, const hsq
 		goto fail;
 	if ((uint32_t)ctx->n_ctx < m->n_tokens) {
 		st = hsq_fail(HSQ_ERR_CONTEXT_FULL,
-			      "%s holds %u tokens but the context holds only %d; pass a larger context (-c %u or more)",
+			      "%s holds %u tokens but the context holds only %d; pass a larger context (%u tokens or more)",
 			      path, m->n_tokens, ctx->n_ctx, m->n_tokens);
 		goto fail;
 	}

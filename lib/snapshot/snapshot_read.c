@@ -214,7 +214,7 @@ hsq_status snap_reader_open(snap_reader *r, const char *path)
 	r->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (r->fd < 0)
 		return hsq_fail(HSQ_ERR_IO, "%s: %s%s", path, strerror(errno),
-				errno == ENOENT ? " (create it with hsq-prefill -o FILE)" : "");
+				errno == ENOENT ? " (create it with hsq-prefill)" : "");
 	struct stat sb;
 	if (fstat(r->fd, &sb) < 0) {
 		st = hsq_fail(HSQ_ERR_IO, "%s: %s", path, strerror(errno));
@@ -231,11 +231,11 @@ hsq_status snap_reader_open(snap_reader *r, const char *path)
 	if ((st = read_at(r, 0, fixed, have)))
 		goto fail;
 	if (r->file_size == 0) {
-		st = hsq_fail(HSQ_ERR_FORMAT, "%s: empty file, not an hsq snapshot; re-create it with hsq-prefill -o", path);
+		st = hsq_fail(HSQ_ERR_FORMAT, "%s: empty file, not an hsq snapshot; re-create it with hsq-prefill", path);
 		goto fail;
 	}
 	if (have < SNAP_MAGIC_LEN || memcmp(fixed, SNAP_MAGIC, SNAP_MAGIC_LEN)) {
-		st = hsq_fail(HSQ_ERR_FORMAT, "%s: not an hsq snapshot (bad magic); pass a file written by hsq-prefill -o",
+		st = hsq_fail(HSQ_ERR_FORMAT, "%s: not an hsq snapshot (bad magic); pass a file written by hsq-prefill",
 			      path);
 		goto fail;
 	}

@@ -68,7 +68,7 @@ static hsq_status write_at(const snap_writer *w, uint64_t off, const void *buf, 
 			if (errno == EINTR)
 				continue;
 			return hsq_fail(HSQ_ERR_IO, "cannot write snapshot %s: %s%s", w->path, strerror(errno),
-					errno == ENOSPC || errno == EDQUOT ? " (free some space or write elsewhere with -o)"
+					errno == ENOSPC || errno == EDQUOT ? " (free some space or write elsewhere)"
 									   : "");
 		}
 		p += put;
@@ -119,7 +119,7 @@ static hsq_status writer_open(snap_writer *w, const char *path)
 	hsq_status st = hsq_fail(HSQ_ERR_IO, "cannot create snapshot %s: temporary file in %s: %s%s", path, w->dir,
 				 strerror(e),
 				 e == ENOENT	? " (create the directory first)"
-				 : e == EACCES || e == EPERM || e == EROFS ? " (choose a writable directory with -o)"
+				 : e == EACCES || e == EPERM || e == EROFS ? " (choose a writable directory)"
 									    : "");
 	free(w->tmp_path);
 	w->tmp_path = NULL;

@@ -107,7 +107,7 @@ hsq_status pool_new(int n_threads, hsq_pool **out)
 		if (pthread_create(&p->workers[i], NULL, worker_main, &p->args[i])) {
 			p->n_threads = i + 1; /* pool_free joins the ones that started */
 			pool_free(p);
-			return hsq_fail(HSQ_ERR_NOMEM, "cannot start thread %d of %d; try fewer threads (-t)", i + 2, n_threads);
+			return hsq_fail(HSQ_ERR_NOMEM, "cannot start thread %d of %d; try fewer threads", i + 2, n_threads);
 		}
 	}
 	*out = p;

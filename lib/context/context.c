@@ -66,7 +66,7 @@ hsq_status context_new(const hsq_model *model, const hsq_context_params *params,
 		p.n_ctx = mi->n_ctx_train;
 	if (p.n_ctx > mi->n_ctx_train)
 		return hsq_fail(HSQ_ERR_CONTEXT_FULL,
-				"context of %d tokens is longer than the model's %d; use -c %d or less", p.n_ctx,
+				"context of %d tokens is longer than the model's %d; ask for %d or less", p.n_ctx,
 				mi->n_ctx_train, mi->n_ctx_train);
 	if (p.n_batch == 0)
 		p.n_batch = 512;
@@ -122,7 +122,7 @@ hsq_status context_new(const hsq_model *model, const hsq_context_params *params,
 	*out = ctx;
 	return HSQ_OK;
 nomem:
-	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory for a %d-token context (%.1f MiB of KV cache); use a smaller -c",
+	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory for a %d-token context (%.1f MiB of KV cache); ask for a smaller context",
 		      p.n_ctx, 2.0 * mi->n_layer * p.n_ctx * (double)context_kv_width(ctx) * 4 / 1048576.0);
 fail:
 	hsq_context_free(ctx);
@@ -267,7 +267,7 @@ hsq_status hsq_context_eval(hsq_context *ctx, const hsq_token *tokens, size_t n,
 		return hsq_fail(HSQ_ERR_EMPTY_INPUT, "no tokens to evaluate");
 	if (n > (size_t)(ctx->n_ctx - ctx->n_past))
 		return hsq_fail(HSQ_ERR_CONTEXT_FULL,
-				"%zu more tokens do not fit: %d of %d context positions are used; raise -c (model maximum %d)",
+				"%zu more tokens do not fit: %d of %d context positions are used; a larger context holds them (model maximum %d)",
 				n, ctx->n_past, ctx->n_ctx, mi->n_ctx_train);
 	for (size_t i = 0; i < n; i++)
 		if (tokens[i] < 0 || tokens[i] >= mi->n_vocab)

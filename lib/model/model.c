@@ -232,7 +232,7 @@ hsq_status hsq_model_load(const char *path, hsq_model **out)
 	hsq_model *m = NULL;
 	*out = NULL;
 	if (!path || !*path)
-		return hsq_fail(HSQ_ERR_INVALID_ARG, "no model path given; pass -m FILE or set HSQ_MODEL");
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "no model path given; name a GGUF file or set HSQ_MODEL");
 	m = calloc(1, sizeof *m);
 	if (!m)
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory loading %s", path);
@@ -341,5 +341,5 @@ hsq_status hsq_default_model_path(char *buf, size_t cap)
 	}
 	return hsq_fail(HSQ_ERR_INVALID_ARG,
 			"no model given and the default model is not installed (looked in %s); run 'make model', "
-			"pass -m FILE or set HSQ_MODEL", cand[n > 1 ? 1 : 0]);
+			"name a model file or set HSQ_MODEL", cand[n > 1 ? 1 : 0]);
 }

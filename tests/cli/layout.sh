@@ -4,7 +4,9 @@
 #     LIB_LAYERS in the Makefile, then eval); hsq_eval.h only in lib/eval;
 #  2. the tools (cmd/) include only the public headers and their own;
 #  3. libhsq.so exports exactly the functions the installed headers
-#     declare with HSQ_API, every one of them named hsq_*.
+#     declare with HSQ_API, every one of them named hsq_*;
+#  4. no string in lib/ names a tool's flag (-c, --budget): the tools
+#     add their own hints to the library's messages.
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
@@ -64,6 +66,13 @@ $f: includes \"$inc\", neither a public header (include/) nor one of cmd/"
 	done
 done
 if [ -z "$bad" ]; then ok "the tools include only include/ and cmd/ headers"; else fail "tool includes" "$bad"; fi
+
+# String literals of lib/ outside comments, one per line, then any word
+# that looks like an option.
+flags=$(for f in $(find lib -name '*.c' | sort); do
+	sed 's|/\*.*\*/||g' "$f" | grep -o '"\([^"\\]\|\\.\)*"' | sed "s|^|$f: |"
+done | grep -E "[\"( ']--?[a-zA-Z][a-zA-Z-]*([ ,);']|\"\$)")
+if [ -z "$flags" ]; then ok "no library message names a tool's flag"; else fail "library messages name a tool's flag" "$flags"; fi
 
 so=${HSQ_LIBDIR:-$root/build}/libhsq.so
 if [ ! -f "$so" ]; then

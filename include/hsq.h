@@ -101,13 +101,13 @@ HSQ_API hsq_status hsq_default_model_path(char *buf, size_t cap);
  * parse_special: recognise special-token text such as "<|im_start|>".
  * On success *tokens is malloc'ed (free with hsq_free) and *n_tokens set. */
 HSQ_API hsq_status hsq_tokenize(const hsq_model *model, const char *text, size_t len,
-			int add_bos, int parse_special,
-			hsq_token **tokens, size_t *n_tokens);
+				int add_bos, int parse_special,
+				hsq_token **tokens, size_t *n_tokens);
 
 /* Raw bytes of one token (not NUL-terminated; may be a partial UTF-8
  * sequence). Control tokens give their text only if special != 0. */
 HSQ_API hsq_status hsq_token_bytes(const hsq_model *model, hsq_token token, int special,
-			   const char **bytes, size_t *len);
+				   const char **bytes, size_t *len);
 
 /* 1 if generation should stop at this token (end of sequence or of turn). */
 HSQ_API int hsq_token_is_eog(const hsq_model *model, hsq_token token);
@@ -120,7 +120,7 @@ typedef struct hsq_detok {
 } hsq_detok;
 /* Appends the printable bytes for `token` to out (cap bytes, *out_len set). */
 HSQ_API hsq_status hsq_detok_push(const hsq_model *model, hsq_detok *state, hsq_token token,
-			  char *out, size_t cap, size_t *out_len);
+				  char *out, size_t cap, size_t *out_len);
 /* Flushes what is left (invalid trailing bytes become U+FFFD). */
 HSQ_API size_t hsq_detok_flush(hsq_detok *state, char *out, size_t cap);
 
@@ -128,7 +128,7 @@ HSQ_API size_t hsq_detok_flush(hsq_detok *state, char *out, size_t cap);
  * and Qwen3; gemma's <start_of_turn> turns), ending with the assistant
  * prompt. system NULL: the template's default. *out is malloc'ed (hsq_free). */
 HSQ_API hsq_status hsq_chat_format(const hsq_model *model, const char *system, const char *user,
-			   char **out);
+				   char **out);
 
 HSQ_API void hsq_free(void *ptr);
 
@@ -144,7 +144,7 @@ typedef struct hsq_context_params {
 
 HSQ_API hsq_context_params hsq_context_default_params(void);
 HSQ_API hsq_status hsq_context_new(const hsq_model *model, const hsq_context_params *params,
-			   hsq_context **out);
+				   hsq_context **out);
 HSQ_API void hsq_context_free(hsq_context *ctx);
 
 /* Run tokens through the model, appending them to the KV cache at positions
@@ -153,7 +153,7 @@ HSQ_API void hsq_context_free(hsq_context *ctx);
  * token) when all_logits is set. The result for a token does not depend on
  * how the tokens were split into calls (batch-invariant arithmetic). */
 HSQ_API hsq_status hsq_context_eval(hsq_context *ctx, const hsq_token *tokens, size_t n,
-			    float *logits, int all_logits);
+				    float *logits, int all_logits);
 HSQ_API int hsq_context_n_past(const hsq_context *ctx);
 HSQ_API int hsq_context_n_ctx(const hsq_context *ctx);
 /* Tokens in the context so far (n_past of them), owned by the context. */
@@ -245,7 +245,8 @@ HSQ_API hsq_tier_params hsq_tier_default_params(void);
  * hsq, streaming, snapkv); later tokens attend through the tiers. The full
  * cache stays allocated (the recall probe reads it). params NULL = defaults.
  * A context can be compressed once. */
-HSQ_API hsq_status hsq_context_compress(hsq_context *ctx, hsq_snapshot_mode mode, const hsq_tier_params *params);
+HSQ_API hsq_status hsq_context_compress(hsq_context *ctx, hsq_snapshot_mode mode,
+					 const hsq_tier_params *params);
 HSQ_API hsq_snapshot_mode hsq_context_mode(const hsq_context *ctx);
 /* The parameters a compressed context was built with (NULL for full). */
 HSQ_API const hsq_tier_params *hsq_context_tier_params(const hsq_context *ctx);
@@ -346,7 +347,7 @@ HSQ_API hsq_token hsq_sampler_sample(hsq_sampler *sampler, const float *logits, 
  * failure the temporary file is removed and an existing file at path is left
  * untouched. zstd_level: 1..19 (0 = 3). Format: hsq-snapshot(5). */
 HSQ_API hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path,
-			     hsq_snapshot_mode mode, int zstd_level);
+				     hsq_snapshot_mode mode, int zstd_level);
 
 /* Recreate a context from a snapshot. The model must be the one that wrote
  * it (HSQ_ERR_MODEL_MISMATCH otherwise). params->n_ctx 0 = model default;
@@ -354,7 +355,7 @@ HSQ_API hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path,
  * params may be NULL (defaults). Damage gives HSQ_ERR_CHECKSUM, FORMAT or
  * TRUNCATED; *out is set only on success, after every checksum matched. */
 HSQ_API hsq_status hsq_snapshot_load(const hsq_model *model, const char *path,
-			     const hsq_context_params *params, hsq_context **out);
+				     const hsq_context_params *params, hsq_context **out);
 
 typedef struct hsq_snapshot_section_info {
 	char name[16];        /* "meta", "tokens", "kv.full", ... */

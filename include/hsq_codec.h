@@ -127,7 +127,7 @@ typedef struct hsq_sq_calib_params {
 HSQ_API hsq_sq_calib_params hsq_sq_calib_default_params(void); /* 4.0, 1, 8 */
 /* Mean, covariance and its eigenbasis from n sample rows (n >= 2). */
 HSQ_API hsq_status hsq_sq_calibrate(const float *x, size_t n, int dim, const hsq_sq_calib_params *params,
-			    hsq_sq_calib **out);
+				    hsq_sq_calib **out);
 HSQ_API void hsq_sq_calib_free(hsq_sq_calib *calib);
 HSQ_API int hsq_sq_calib_dim(const hsq_sq_calib *calib);
 HSQ_API int hsq_sq_calib_deff(const hsq_sq_calib *calib);
@@ -135,7 +135,7 @@ HSQ_API const hsq_sq_calib_params *hsq_sq_calib_get_params(const hsq_sq_calib *c
 HSQ_API const double *hsq_sq_calib_eigenvalues(const hsq_sq_calib *calib); /* dim, descending */
 /* Bits each eigen-coordinate gets at nominal `bits` (dim entries). */
 HSQ_API hsq_status hsq_sq_calib_allocation(const hsq_sq_calib *calib, hsq_codec_kind kind, int bits,
-				   uint8_t *alloc);
+					   uint8_t *alloc);
 /* Versioned little-endian serialization (hsq-eval(1), CALIBRATION FILES).
  * *buf is malloc'ed (hsq_free). */
 HSQ_API hsq_status hsq_sq_calib_serialize(const hsq_sq_calib *calib, uint8_t **buf, size_t *len);

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
+#include "common/cli.h"
 
 static const char PROG[] = "hsq-decode";
 static const char USAGE[] = "hsq-decode [-m MODEL] [-s SNAPSHOT] (-p TEXT | -f FILE) [-n N] [options]";

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "common/cli.h"
 #include "eval/eval.h"
 
 static const char PROG[] = "hsq-eval";

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "common/cli.h"
 
 static const char PROG[] = "hsq-inspect";
 static const char USAGE[] = "hsq-inspect [--verify] [--json] [--heads] [--tokens] [--text] "

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "common/cli.h"
 
 static const char PROG[] = "hsq-prefill";
 static const char USAGE[] = "hsq-prefill [-m MODEL] [--mode hsq|quant|full|streaming|snapkv] -o OUT.hsq [-f FILE] [options] < DOCUMENT";

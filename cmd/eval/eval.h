@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cli.h"
+#include "common/cli.h"
 #include "hsq_eval.h"
 
 #define EVAL_PROG "hsq-eval"

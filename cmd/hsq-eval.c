@@ -415,26 +415,11 @@ static void write_csv(const report *r, FILE *f)
 			}
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 static void write_json(const report *r, FILE *f)
 {
 	const hsq_study_params *p = r->p;
 	fprintf(f, "{\"tool\":\"hsq-eval\",\"subcommand\":\"codecs\",\"version\":");
-	json_str(f, hsq_version());
+	json_fstr(f, hsq_version(), JSON_ESC_UNICODE);
 	fprintf(f, ",\"seconds\":%.3f,\n\"params\":{\"seeds\":%d,\"base_seed\":%llu,\"dim\":%d,\"tokens\":%d,"
 		   "\"queries\":%d,\"calib\":%d,\"score_std\":%g,\"gap_ratio\":%g,\"tail_bits\":%d,"
 		   "\"max_bits\":%d,\"joint_calib\":%s,\"streams\":[",
@@ -446,9 +431,9 @@ static void write_json(const report *r, FILE *f)
 	fprintf(f, "]},\n\"regimes\":[");
 	for (int rg = 0; rg < p->n_regimes; rg++) {
 		fprintf(f, "%s{\"name\":\"%s\",\"description\":", rg ? "," : "", hsq_regime_name(p->regimes[rg]));
-		json_str(f, hsq_regime_description(p->regimes[rg]));
+		json_fstr(f, hsq_regime_description(p->regimes[rg]), JSON_ESC_UNICODE);
 		fprintf(f, ",\"mean_deff\":");
-		put_num(f, hsq_study_mean_deff(r->study, 0, rg), "null");
+		json_fnum6(f, hsq_study_mean_deff(r->study, 0, rg));
 		fputc('}', f);
 	}
 	fprintf(f, "],\n\"cells\":[\n");
@@ -461,27 +446,27 @@ static void write_json(const report *r, FILE *f)
 					first ? "" : ",\n", hsq_regime_name(p->regimes[rg]),
 					hsq_codec_kind_name(p->codecs[cd]), p->bits[bt]);
 				first = 0;
-				put_num(f, c->bpv, "null");
+				json_fnum6(f, c->bpv);
 				fprintf(f, ",\"metrics\":{");
 				for (int m = 0; m < HSQ_N_METRICS; m++) {
 					fprintf(f, "%s\"%s\":{", m ? "," : "", hsq_metric_name((hsq_metric)m));
 					for (int s = 0; s < p->n_streams; s++) {
 						const hsq_summary *su = &c->sum[s][m];
 						fprintf(f, "%s\"%s\":{\"mean\":", s ? "," : "", hsq_rng_name(p->streams[s]));
-						put_num(f, su->mean, "null");
+						json_fnum6(f, su->mean);
 						fprintf(f, ",\"sd\":");
-						put_num(f, su->sd, "null");
+						json_fnum6(f, su->sd);
 						fprintf(f, ",\"ci\":[");
-						put_num(f, su->ci_lo, "null");
+						json_fnum6(f, su->ci_lo);
 						fputc(',', f);
-						put_num(f, su->ci_hi, "null");
+						json_fnum6(f, su->ci_hi);
 						fprintf(f, "]}");
 					}
 					if (p->n_streams == 2) {
 						fprintf(f, ",\"ks\":{\"d\":");
-						put_num(f, c->ks[m].d, "null");
+						json_fnum6(f, c->ks[m].d);
 						fprintf(f, ",\"p\":");
-						put_num(f, c->ks[m].p_value, "null");
+						json_fnum6(f, c->ks[m].p_value);
 						fputc('}', f);
 					}
 					fputc('}', f);
@@ -492,14 +477,14 @@ static void write_json(const report *r, FILE *f)
 	for (int i = 0; i < HSQ_N_FINDINGS; i++) {
 		const hsq_finding *a = &r->findings[0][i];
 		fprintf(f, "%s{\"id\":\"%s\",\"claim\":", i ? ",\n" : "", a->id);
-		json_str(f, a->claim);
+		json_fstr(f, a->claim, JSON_ESC_UNICODE);
 		fprintf(f, ",\"verdicts\":{");
 		for (int s = 0; s < p->n_streams; s++) {
 			fprintf(f, "%s\"%s\":", s ? "," : "", hsq_rng_name(p->streams[s]));
-			json_str(f, verdict_word(r->findings[s][i].verdict));
+			json_fstr(f, verdict_word(r->findings[s][i].verdict), JSON_ESC_UNICODE);
 		}
 		fprintf(f, "},\"evidence\":");
-		json_str(f, a->evidence);
+		json_fstr(f, a->evidence, JSON_ESC_UNICODE);
 		fputc('}', f);
 	}
 	fprintf(f, "\n]}\n");

@@ -1,6 +1,5 @@
 /* common.c - options every model-based subcommand of hsq-eval shares, list
- * parsing, progress lines, and the growable text buffer the JSON writers
- * use. */
+ * parsing, progress lines. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -214,106 +213,6 @@ void eval_flush_stdout(void)
 {
 	if (fflush(stdout) != 0 || ferror(stdout))
 		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot write to standard output: %s", strerror(errno));
-}
-
-/* ------------------------------------------------------------- sbuf */
-
-static void sb_reserve(sbuf *b, size_t more)
-{
-	if (b->len + more + 1 <= b->cap)
-		return;
-	size_t cap = b->cap ? b->cap : 256;
-	while (cap < b->len + more + 1)
-		cap *= 2;
-	char *s = realloc(b->s, cap);
-	if (!s)
-		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
-	b->s = s;
-	b->cap = cap;
-}
-
-void sb_printf(sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot format output");
-	sb_reserve(b, (size_t)n);
-	va_start(ap, fmt);
-	vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
-}
-
-void sb_putc(sbuf *b, char ch)
-{
-	sb_reserve(b, 1);
-	b->s[b->len++] = ch;
-	b->s[b->len] = '\0';
-}
-
-/* Length of the valid UTF-8 sequence at s (1..4), or 0. */
-static int utf8_len(const unsigned char *s)
-{
-	unsigned c = s[0];
-	int n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-	if (n == 0 || (n == 2 && c < 0xc2) || (n == 4 && c > 0xf4))
-		return 0;
-	for (int i = 1; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	if (n == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0)))
-		return 0; /* overlong, or a surrogate */
-	if (n == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90)))
-		return 0;
-	return n;
-}
-
-void sb_jstr(sbuf *b, const char *s)
-{
-	sb_putc(b, '"');
-	for (const unsigned char *p = (const unsigned char *)s; *p;) {
-		if (*p == '"' || *p == '\\') {
-			sb_putc(b, '\\');
-			sb_putc(b, (char)*p++);
-		} else if (*p < 0x20) {
-			sb_printf(b, "\\u%04x", *p++);
-		} else {
-			int n = utf8_len(p);
-			if (n == 0) {
-				sb_printf(b, "\\ufffd"); /* model output may split a character */
-				p++;
-				continue;
-			}
-			for (int i = 0; i < n; i++)
-				sb_putc(b, (char)*p++);
-		}
-	}
-	sb_putc(b, '"');
-}
-
-void sb_jnum(sbuf *b, double v)
-{
-	if (isfinite(v))
-		sb_printf(b, "%.17g", v);
-	else
-		sb_printf(b, "null");
-}
-
-void sb_jnum6(sbuf *b, double v)
-{
-	if (isfinite(v))
-		sb_printf(b, "%.6g", v);
-	else
-		sb_printf(b, "null");
-}
-
-void sb_free(sbuf *b)
-{
-	free(b->s);
-	memset(b, 0, sizeof *b);
 }
 
 /* ------------------------------------------------------------- misc */

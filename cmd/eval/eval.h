@@ -17,6 +17,7 @@
 #include <stdio.h>
 
 #include "common/cli.h"
+#include "common/json.h"
 #include "hsq_eval.h"
 
 #define EVAL_PROG "hsq-eval"
@@ -123,23 +124,6 @@ int eval_parse_files(const char *opt, const char *value, const char **out, int c
 void eval_progress(const eval_common *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Marks this process's progress lines "job w+1/n: " (a --jobs worker). */
 void eval_progress_tag(int w, int n);
-
-/* ------------------------------------------------------ growable text */
-
-typedef struct sbuf {
-	char *s;
-	size_t len, cap;
-} sbuf;
-
-void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void sb_putc(sbuf *b, char ch);
-/* A JSON string literal: escaped, invalid UTF-8 replaced by U+FFFD. */
-void sb_jstr(sbuf *b, const char *s);
-/* A number that reads back to the same double (%.17g), or null. */
-void sb_jnum(sbuf *b, double v);
-/* A number rounded for people (%.6g), or null. */
-void sb_jnum6(sbuf *b, double v);
-void sb_free(sbuf *b);
 
 /* --------------------------------------------------------------- JSON */
 

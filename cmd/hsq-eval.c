@@ -494,101 +494,31 @@ static void write_json(const report *r, FILE *f)
  * bits, one line per codec, the 95% interval as whiskers. */
 static void write_svg(const report *r, FILE *f, hsq_metric metric)
 {
-	static const char *colors[] = { "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e" };
 	const hsq_study_params *p = r->p;
-	const int cols = p->n_regimes < 4 ? p->n_regimes : 4, rows = (p->n_regimes + cols - 1) / cols;
-	const double pw = 300, ph = 240, ml = 58, mr = 12, mt = 28, mb = 40;
-	double width = cols * pw, height = rows * ph + 40;
-	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-		   "font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" "
-		   "fill=\"white\"/>\n", width, height);
-	int bmin = 99, bmax = 0;
-	for (int b = 0; b < p->n_bits; b++) {
-		bmin = p->bits[b] < bmin ? p->bits[b] : bmin;
-		bmax = p->bits[b] > bmax ? p->bits[b] : bmax;
-	}
-	if (bmax == bmin)
-		bmax = bmin + 1;
-	for (int rg = 0; rg < p->n_regimes; rg++) {
-		double x0 = (rg % cols) * pw + ml, y0 = (rg / cols) * ph + mt;
-		double w = pw - ml - mr, h = ph - mt - mb;
-		/* y range: whole decades around every positive mean and interval */
-		double lo = INFINITY, hi = -INFINITY;
-		for (int cd = 0; cd < p->n_codecs; cd++)
-			for (int bt = 0; bt < p->n_bits; bt++) {
-				const hsq_summary *s = &cell_at(r, rg, cd, bt)->sum[0][metric];
-				double v[3] = { s->mean, s->ci_lo, s->ci_hi };
-				for (int k = 0; k < 3; k++)
-					if (v[k] > 0 && isfinite(v[k])) {
-						lo = fmin(lo, log10(v[k]));
-						hi = fmax(hi, log10(v[k]));
-					}
-			}
-		if (!isfinite(lo)) {
-			lo = -1;
-			hi = 0;
-		}
-		lo = floor(lo);
-		hi = ceil(hi);
-		if (hi <= lo)
-			hi = lo + 1;
-		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">%s</text>\n", x0,
-			y0 - 10, hsq_regime_name(p->regimes[rg]));
-		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-			   "stroke=\"#888\"/>\n", x0, y0, w, h);
-		for (int dec = (int)lo; dec <= (int)hi; dec++) {
-			double y = y0 + h - (dec - lo) / (hi - lo) * h;
-			fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-				   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">1e%d</text>\n",
-				x0, x0 + w, y, y, x0 - 4, y + 4, dec);
-		}
-		for (int bt = 0; bt < p->n_bits; bt++) {
-			double x = x0 + (double)(p->bits[bt] - bmin) / (bmax - bmin) * w;
-			fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n", x, y0 + h + 14,
-				p->bits[bt]);
-		}
-		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">bits per value</text>\n",
-			x0 + w / 2, y0 + h + 30);
-		for (int cd = 0; cd < p->n_codecs; cd++) {
-			const char *col = colors[(p->codecs[cd] - 1) % 5];
-			fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);
-			for (int bt = 0; bt < p->n_bits; bt++) {
-				double m = cell_at(r, rg, cd, bt)->sum[0][metric].mean;
-				if (!(m > 0) || !isfinite(m))
-					continue;
-				double x = x0 + (double)(p->bits[bt] - bmin) / (bmax - bmin) * w;
-				double y = y0 + h - (log10(m) - lo) / (hi - lo) * h;
-				fprintf(f, "%.1f,%.1f ", x, y);
-			}
-			fprintf(f, "\"/>\n");
-			for (int bt = 0; bt < p->n_bits; bt++) {
-				const hsq_summary *s = &cell_at(r, rg, cd, bt)->sum[0][metric];
-				if (!(s->mean > 0) || !isfinite(s->mean))
-					continue;
-				double x = x0 + (double)(p->bits[bt] - bmin) / (bmax - bmin) * w;
-				double y = y0 + h - (log10(s->mean) - lo) / (hi - lo) * h;
-				fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>", x, y, col);
-				if (s->ci_lo > 0 && isfinite(s->ci_hi)) {
-					double ya = y0 + h - (log10(s->ci_lo) - lo) / (hi - lo) * h;
-					double yb = y0 + h - (log10(s->ci_hi) - lo) / (hi - lo) * h;
-					fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>",
-						x, x, ya, yb, col);
-				}
-				fputc('\n', f);
-			}
-		}
-	}
-	double ly = rows * ph + 20;
-	fprintf(f, "<text x=\"10\" y=\"%.1f\">%s (mean, 95%% interval, %s stream):</text>\n", ly,
-		hsq_metric_name(metric), hsq_rng_name(p->streams[0]));
+	const size_t n = (size_t)p->n_regimes * p->n_codecs * p->n_bits;
+	const char *regimes[HSQ_N_REGIMES], *codecs[HSQ_N_CODEC_KINDS];
+	int colors[HSQ_N_CODEC_KINDS];
+	double *mean = malloc(3 * n * sizeof *mean), *lo = mean + n, *hi = mean + 2 * n;
+	char legend[128];
+	if (!mean)
+		cli_die(PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+	for (int rg = 0; rg < p->n_regimes; rg++)
+		regimes[rg] = hsq_regime_name(p->regimes[rg]);
 	for (int cd = 0; cd < p->n_codecs; cd++) {
-		double lx = 260 + cd * 110;
-		fprintf(f, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>"
-			   "<text x=\"%.0f\" y=\"%.1f\">%s</text>\n",
-			lx, lx + 24, ly - 4, ly - 4, colors[(p->codecs[cd] - 1) % 5], lx + 30, ly,
-			hsq_codec_kind_name(p->codecs[cd]));
+		codecs[cd] = hsq_codec_kind_name(p->codecs[cd]);
+		colors[cd] = (p->codecs[cd] - 1) % 5; /* a codec keeps its color whichever run it is in */
 	}
-	fprintf(f, "</svg>\n");
+	for (size_t i = 0; i < n; i++) { /* cells and panels share one order: regime, codec, bits */
+		const hsq_summary *s = &r->cells[i].sum[0][metric];
+		mean[i] = s->mean;
+		lo[i] = s->ci_lo;
+		hi[i] = s->ci_hi;
+	}
+	snprintf(legend, sizeof legend, "%s (mean, 95%% interval, %s stream):", hsq_metric_name(metric),
+		 hsq_rng_name(p->streams[0]));
+	svg_log_panels(f, p->n_regimes, regimes, p->n_bits, p->bits, "bits per value", p->n_codecs, codecs, colors, mean,
+		       lo, hi, legend);
+	free(mean);
 }
 
 static int cmd_codecs(int argc, char **argv)

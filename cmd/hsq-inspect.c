@@ -9,6 +9,7 @@
 
 #include "common/cli.h"
 #include "common/json.h"
+#include "common/svg.h"
 
 static const char PROG[] = "hsq-inspect";
 static const char USAGE[] = "hsq-inspect [--verify] [--json] [--heads] [--tokens] [--text] "
@@ -150,36 +151,6 @@ static void print_line_text(FILE *out, const char *s, size_t n, int width)
 		i += len;
 	}
 	fputc('"', out);
-}
-
-/* XML text: markup characters escaped, control characters and invalid
- * UTF-8 bytes replaced by '?'. */
-static void xml_text(FILE *out, const char *s)
-{
-	size_t n = strlen(s);
-	for (size_t i = 0; i < n;) {
-		unsigned char c = (unsigned char)s[i];
-		size_t len = cli_utf8_len(s + i, n - i);
-		if (!len || (len == 1 && (c < 0x20 || c == 0x7f))) {
-			fputc('?', out);
-			i++;
-		} else if (len > 1) {
-			fwrite(s + i, 1, len, out);
-			i += len;
-		} else {
-			if (c == '&')
-				fputs("&amp;", out);
-			else if (c == '<')
-				fputs("&lt;", out);
-			else if (c == '>')
-				fputs("&gt;", out);
-			else if (c == '"')
-				fputs("&quot;", out);
-			else
-				fputc(c, out);
-			i++;
-		}
-	}
 }
 
 static const hsq_snapshot_section_info *find(const hsq_snapshot_info *info, const char *name)
@@ -664,16 +635,16 @@ static void write_svg(const char *svg_path, const trace_report *tr, const hsq_ti
 	int width = left + grid_w + 110, height = top + grid_h + 64;
 	char colour[16];
 	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-		   "font-family=\"sans-serif\" font-size=\"11\">\n", width, height, width, height);
+	svg_begin(f, width, height, 11, 1);
 	fprintf(f, "<title>hsq router fetches: ");
-	xml_text(f, snap);
-	fprintf(f, "</title>\n<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n");
+	svg_text(f, snap);
+	fprintf(f, "</title>\n");
+	svg_background(f, "#ffffff");
 	fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\" font-weight=\"bold\">Router fetches by layer and position</text>\n", left);
 	fprintf(f, "<text x=\"%d\" y=\"38\">", left);
-	xml_text(f, snap);
+	svg_text(f, snap);
 	fprintf(f, ", trace ");
-	xml_text(f, tr->path);
+	svg_text(f, tr->path);
 	fprintf(f, ": %lld steps (positions %d..%d)</text>\n", (long long)tr->steps, tr->first_pos, tr->last_pos);
 	fprintf(f, "<g shape-rendering=\"crispEdges\">\n");
 	for (int l = 0; l < map->n_layer; l++)
@@ -713,7 +684,7 @@ static void write_svg(const char *svg_path, const trace_report *tr, const hsq_ti
 	fprintf(f, "<text x=\"%d\" y=\"%d\">0</text>\n", bx + bar_w + 4, top + grid_h);
 	fprintf(f, "<text x=\"%d\" y=\"%d\">share of the cell's tokens fetched per step and head</text>\n", left,
 		top + grid_h + 52);
-	fprintf(f, "</svg>\n");
+	svg_end(f);
 	if (ferror(f) | (fclose(f) != 0))
 		cli_die(PROG, EXIT_FAILURE_RUNTIME, "cannot write the SVG %s: %s", svg_path, strerror(errno));
 }

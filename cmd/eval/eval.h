@@ -18,6 +18,7 @@
 
 #include "common/cli.h"
 #include "common/json.h"
+#include "common/svg.h"
 #include "hsq_eval.h"
 
 #define EVAL_PROG "hsq-eval"
@@ -230,21 +231,6 @@ void eval_cleanup_add_dir(const char *dir);
 void eval_cleanup_forget(const char *path);
 /* Forgets every path: a --jobs worker leaves the parent's to the parent. */
 void eval_cleanup_reset(void);
-
-/* ----------------------------------------------------------------- SVG */
-
-/* A heatmap of values in [0, 1] (NaN: no data): rows x cols cells,
- * labelled; each cell shows its text. */
-void svg_heatmap(FILE *f, const char *title, int rows, const char *const *row_labels, const char *row_axis,
-		 int cols, const char *const *col_labels, const char *col_axis, const double *values,
-		 const char *const *cell_text);
-/* One row per item: an estimate with its interval as a whisker, and a
- * dashed reference line at ref (NaN: none). */
-void svg_intervals(FILE *f, const char *title, const char *axis, int n, const char *const *labels,
-		   const double *est, const double *lo, const double *hi, double ref);
-/* Lines y[s][i] over x[i], one per series (NaN skips a point). */
-void svg_lines(FILE *f, const char *title, const char *x_axis, const char *y_axis, int n_x, const double *x,
-	       int n_series, const char *const *names, const double *y);
 
 /* ------------------------------------------------------ running methods */
 

@@ -312,63 +312,18 @@ static void print_table(const report *r, hsq_metric metric)
 	}
 }
 
-/* The three output files: written to temporary files next to their
- * destination, opened before the study runs (a bad prefix fails at once,
- * not after minutes of work) and renamed into place only when complete,
- * so a failed run leaves earlier results untouched. */
-typedef struct outputs {
-	char path[3][4096]; /* PREFIX.csv, PREFIX.json, PREFIX.svg */
-	char tmp[3][4096];  /* PREFIX.csv.XXXXXX, ... */
-	FILE *f[3];
-} outputs;
-
+/* The three output files (PREFIX.csv, PREFIX.json, PREFIX.svg): opened
+ * before the study runs, renamed into place when complete, so a failed
+ * run leaves earlier results untouched. */
 enum { OUT_CSV, OUT_JSON, OUT_SVG };
 
-static void outputs_discard(outputs *o)
-{
-	for (int i = 0; i < 3; i++) {
-		if (o->f[i]) {
-			fclose(o->f[i]);
-			remove(o->tmp[i]);
-			o->f[i] = NULL;
-		}
-	}
-}
-
-static void outputs_open(outputs *o, const char *prefix)
+static void outputs_open(eval_file out[3], const char *prefix)
 {
 	static const char *ext[3] = { "csv", "json", "svg" };
-	memset(o, 0, sizeof *o);
-	mode_t mask = umask(0);
-	umask(mask);
 	for (int i = 0; i < 3; i++) {
-		int n = snprintf(o->path[i], sizeof o->path[i], "%s.%s", prefix, ext[i]);
-		snprintf(o->tmp[i], sizeof o->tmp[i], "%s.%s.XXXXXX", prefix, ext[i]);
-		int fd = n > 0 && (size_t)n + 8 < sizeof o->path[i] ? mkstemp(o->tmp[i]) : -1;
-		if (fd < 0 || fchmod(fd, 0666 & ~mask) != 0 || !(o->f[i] = fdopen(fd, "w"))) {
-			int e = errno;
-			if (fd >= 0) {
-				close(fd);
-				remove(o->tmp[i]);
-			}
-			outputs_discard(o);
-			cli_die(PROG, EXIT_FAILURE_RUNTIME, "cannot write %s: %s", o->path[i], strerror(e));
-		}
-	}
-}
-
-static void outputs_commit(outputs *o)
-{
-	for (int i = 0; i < 3; i++) {
-		int bad = ferror(o->f[i]);
-		bad |= fclose(o->f[i]);
-		o->f[i] = NULL;
-		if (bad || rename(o->tmp[i], o->path[i]) != 0) {
-			int e = errno;
-			remove(o->tmp[i]);
-			outputs_discard(o);
-			cli_die(PROG, EXIT_FAILURE_RUNTIME, "cannot write %s: %s", o->path[i], strerror(e));
-		}
+		char path[4200];
+		snprintf(path, sizeof path, "%s.%s", prefix, ext[i]);
+		eval_file_open(&out[i], path);
 	}
 }
 
@@ -524,18 +479,19 @@ static void write_svg(const report *r, FILE *f, hsq_metric metric)
 static int cmd_codecs(int argc, char **argv)
 {
 	codecs_opts o;
-	outputs out;
+	eval_file out[3];
 	parse_codecs(argc, argv, &o);
 	hsq_status st = hsq_study_check_params(&o.params);
 	if (st != HSQ_OK)
 		cli_usage_error(PROG, "%s", hsq_last_error());
-	outputs_open(&out, o.prefix);
+	outputs_open(out, o.prefix);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	hsq_study *study = NULL;
 	st = hsq_study_run(&o.params, &study);
 	if (st != HSQ_OK) {
-		outputs_discard(&out);
+		for (int i = 0; i < 3; i++)
+			atomic_discard(&out[i]);
 		/* a parameter combination the library refuses is a usage error */
 		cli_die_status(PROG, st == HSQ_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAILURE_RUNTIME, st);
 	}
@@ -552,10 +508,11 @@ static int cmd_codecs(int argc, char **argv)
 	for (int s = 0; s < r.p->n_streams; s++)
 		if ((st = hsq_study_findings(study, s, r.findings[s])) != HSQ_OK)
 			cli_die_status(PROG, EXIT_FAILURE_RUNTIME, st);
-	write_csv(&r, out.f[OUT_CSV]);
-	write_json(&r, out.f[OUT_JSON]);
-	write_svg(&r, out.f[OUT_SVG], o.metric);
-	outputs_commit(&out);
+	write_csv(&r, out[OUT_CSV].f);
+	write_json(&r, out[OUT_JSON].f);
+	write_svg(&r, out[OUT_SVG].f, o.metric);
+	for (int i = 0; i < 3; i++)
+		eval_file_commit(&out[i]);
 	if (!o.quiet) {
 		print_table(&r, o.metric);
 		printf("\nwrote %s.csv, %s.json, %s.svg\n", o.prefix, o.prefix, o.prefix);

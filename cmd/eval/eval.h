@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/atomic.h"
+#include "common/cleanup.h"
 #include "common/cli.h"
 #include "common/json.h"
 #include "common/svg.h"
@@ -204,33 +206,21 @@ void eval_log_reload(eval_log *L);
 
 /* ------------------------------------------------------- output files */
 
-/* A file written next to its destination and renamed into place when
- * complete; opened at the start so that a bad path fails before the work. */
-typedef struct eval_file {
-	char path[4096], tmp[4096];
-	FILE *f;
-} eval_file;
+/* A summary file (atomic.h); opened at the start so that a bad path fails
+ * before the work. */
+typedef atomic_file eval_file;
 
 /* Opens path's temporary file (exit 1 naming path). path NULL: f NULL. */
 void eval_file_open(eval_file *o, const char *path);
+/* Renames it into place (exit 1 naming path); nothing when f is NULL. */
 void eval_file_commit(eval_file *o);
 
 /* Creates DIR if needed and checks that it is a writable directory. */
 void eval_report_dir(const char *dir);
 /* DIR/name, written whole by fn(f, user) and renamed into place. */
+void eval_report_write(const char *dir, const char *name, void (*fn)(FILE *f, const void *user), const void *user);
 /* Writes "," and v (%.6g) to a CSV row; an empty field when v is not finite. */
 void eval_csv_num(FILE *f, double v);
-void eval_report_write(const char *dir, const char *name, void (*fn)(FILE *f, const void *user), const void *user);
-
-/* Removed at exit and on SIGINT/SIGTERM/SIGHUP unless forgotten first:
- * temporary files and directories (a directory after its files). */
-void eval_cleanup_add(const char *path);
-/* A private directory (mkdtemp): emptied of whatever is left in it, then
- * removed. */
-void eval_cleanup_add_dir(const char *dir);
-void eval_cleanup_forget(const char *path);
-/* Forgets every path: a --jobs worker leaves the parent's to the parent. */
-void eval_cleanup_reset(void);
 
 /* ------------------------------------------------------ running methods */
 

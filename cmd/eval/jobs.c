@@ -44,7 +44,7 @@ static void become_worker(const eval_common *c, eval_runner *R, eval_log *L, int
 #endif
 	if (getppid() != parent)
 		_exit(EXIT_FAILURE_RUNTIME);
-	eval_cleanup_reset();
+	cleanup_reset();
 	eval_progress_tag(w, c->jobs);
 	eval_runner_tmpdir(R);
 	eval_log_share(L);

@@ -48,11 +48,11 @@ void eval_runner_tmpdir(eval_runner *R)
 	if (!mkdtemp(R->dir))
 		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot make a temporary directory in %s: %s; set TMPDIR",
 			tmp && *tmp ? tmp : "/tmp", strerror(errno));
-	eval_cleanup_add_dir(R->dir);
+	cleanup_add_dir(R->dir);
 	snprintf(R->snap, sizeof R->snap, "%s/doc.hsq", R->dir);
-	eval_cleanup_add(R->snap);
+	cleanup_add(R->snap);
 	snprintf(R->msnap, sizeof R->msnap, "%s/method.hsq", R->dir);
-	eval_cleanup_add(R->msnap);
+	cleanup_add(R->msnap);
 }
 
 void eval_runner_free(eval_runner *R)

@@ -166,25 +166,6 @@ long cli_long(const char *prog, const char *opt, const char *value, long lo, lon
 	return v;
 }
 
-int cli_residual_heads(const char *prog, const char *value)
-{
-	if (!strcmp(value, "default"))
-		return HSQ_RESIDUAL_DEFAULT;
-	if (!strcmp(value, "all"))
-		return HSQ_RESIDUAL_ALL;
-	return (int)cli_long(prog, "--residual-heads", value, 0, 1 << 20);
-}
-
-hsq_key_rounding cli_key_rounding(const char *prog, const char *value)
-{
-	if (!strcmp(value, "query"))
-		return HSQ_KEY_ROUNDING_QUERY;
-	if (!strcmp(value, "nearest"))
-		return HSQ_KEY_ROUNDING_NEAREST;
-	cli_usage_error(prog, "--key-rounding '%s' is unknown; use query or nearest", value);
-	return HSQ_KEY_ROUNDING_QUERY;
-}
-
 double cli_double(const char *prog, const char *opt, const char *value, double lo, double hi)
 {
 	char *end;

@@ -59,10 +59,6 @@ int cli_exit_for(hsq_status st, int phase_code);
 
 /* Parses a decimal integer/float option value within [lo, hi] or exits 2. */
 long cli_long(const char *prog, const char *opt, const char *value, long lo, long hi);
-/* --residual-heads: 'default', 'all' or a head count (exits 2 otherwise). */
-int cli_residual_heads(const char *prog, const char *value);
-/* --key-rounding: 'query' or 'nearest' (exits 2 otherwise). */
-hsq_key_rounding cli_key_rounding(const char *prog, const char *value);
 double cli_double(const char *prog, const char *opt, const char *value, double lo, double hi);
 
 /* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid:

@@ -303,7 +303,7 @@ static void print_table(const summary *S)
 	char b[32];
 	printf("hsq-eval bench: %s; %d decode steps, %d thread%s%s, budget %s\n", S->model, o->decode, o->c.threads,
 	       o->c.threads == 1 ? "" : "s", o->c.threads ? "" : " (0: all cores)",
-	       eval_budget_name(o->c.budget, b, sizeof b));
+	       tier_budget_name(o->c.tier.budget, b, sizeof b));
 	printf("ratios (x) are to full at the same length; peak RSS is the process's peak so far (it only grows "
 	       "within a run).\n\n");
 	printf("%6s %-9s %9s %9s %16s %18s %10s %17s %15s %17s %16s\n", "length", "method", "prefill/s", "compress",

@@ -20,10 +20,7 @@ void eval_common_init(eval_common *c, const char *sub)
 	c->methods[2] = HSQ_MODE_HSQ;
 	c->methods[3] = HSQ_MODE_STREAMING;
 	c->methods[4] = HSQ_MODE_SNAPKV;
-	c->budget = HSQ_BUDGET_DEFAULT;
-	c->retrieval_heads = HSQ_RETRIEVAL_DEFAULT;
-	c->residual_heads = HSQ_RESIDUAL_DEFAULT;
-	c->key_rounding = HSQ_KEY_ROUNDING_QUERY;
+	tier_options_init(&c->tier);
 	c->jobs = 1;
 	snprintf(c->log_default, sizeof c->log_default, "hsq-eval-%s.jsonl", sub);
 	c->log_path = c->log_default;
@@ -78,21 +75,6 @@ int eval_common_option(eval_common *c, int id, const char *arg)
 	case EOPT_THREADS: c->threads = (int)cli_long(EVAL_PROG, "--threads", arg, 0, 1024); return 1;
 	case EOPT_QUIET: c->quiet = 1; return 1;
 	case EOPT_METHODS: parse_methods(c, arg); return 1;
-	case EOPT_BUDGET:
-		c->budget = !strcmp(arg, "all")	      ? HSQ_BUDGET_ALL
-			    : !strcmp(arg, "default") ? HSQ_BUDGET_DEFAULT
-						      : (int)cli_long(EVAL_PROG, "--budget", arg, 0, 1 << 24);
-		return 1;
-	case EOPT_RETRIEVAL:
-		c->retrieval_heads = !strcmp(arg, "default") ? HSQ_RETRIEVAL_DEFAULT
-							     : (int)cli_long(EVAL_PROG, "--retrieval-heads", arg, 0, 1 << 20);
-		return 1;
-	case EOPT_RESIDUAL:
-		c->residual_heads = cli_residual_heads(EVAL_PROG, arg);
-		return 1;
-	case EOPT_ROUNDING:
-		c->key_rounding = cli_key_rounding(EVAL_PROG, arg);
-		return 1;
 	case EOPT_JSON: c->json_path = arg; return 1;
 	case EOPT_CSV: c->csv_path = arg; return 1;
 	case EOPT_REPORT: c->report_dir = arg; return 1;
@@ -101,7 +83,7 @@ int eval_common_option(eval_common *c, int id, const char *arg)
 	case EOPT_FORCE: c->force = 1; return 1;
 	case EOPT_SUMMARIZE: c->summarize = 1; return 1;
 	case EOPT_JOBS: c->jobs = (int)cli_long(EVAL_PROG, "--jobs", arg, 1, EVAL_MAX_JOBS); return 1;
-	default: return 0;
+	default: return tier_option(&c->tier, EVAL_PROG, id, arg);
 	}
 }
 
@@ -130,16 +112,6 @@ void eval_common_finish(eval_common *c)
 		if (paths[i] && !strcmp(paths[i], c->log_path))
 			cli_usage_error(EVAL_PROG, "%s names the trial log '%s'; give another file", names[i],
 					c->log_path);
-}
-
-const char *eval_budget_name(int budget, char *buf, size_t cap)
-{
-	if (budget == HSQ_BUDGET_DEFAULT)
-		return "default";
-	if (budget == HSQ_BUDGET_ALL)
-		return "all";
-	snprintf(buf, cap, "%d", budget);
-	return buf;
 }
 
 int eval_parse_ints(const char *opt, const char *value, long lo, long hi, int *out, int cap)

@@ -21,6 +21,7 @@
 #include "common/cli.h"
 #include "common/json.h"
 #include "common/svg.h"
+#include "common/tier_options.h"
 #include "hsq_eval.h"
 
 #define EVAL_PROG "hsq-eval"
@@ -44,10 +45,6 @@ enum {
 	EOPT_THREADS = 't',
 	EOPT_QUIET = 'q',
 	EOPT_METHODS = 300,
-	EOPT_BUDGET,
-	EOPT_RETRIEVAL,
-	EOPT_RESIDUAL,
-	EOPT_ROUNDING,
 	EOPT_JSON,
 	EOPT_CSV,
 	EOPT_REPORT,
@@ -64,13 +61,7 @@ enum {
 	{ "methods", 0, "LIST",                                                                                   \
 	  "comma-separated methods: full,quant,hsq,streaming,snapkv (default: all; full, the reference, always runs)", \
 	  EOPT_METHODS },                                                                                         \
-	{ "budget", 0, "N", "hsq routing budget: tokens per KV head fetched from L3 per step, 'all' or 'default'",  \
-	  EOPT_BUDGET },                                                                                          \
-	{ "retrieval-heads", 0, "N", "hsq: the N heads with the highest induction score fetch every group, or 'default'", \
-	  EOPT_RETRIEVAL },                                                                                       \
-	{ "residual-heads", 0, "N", "hsq: heads whose keys get residual codes at compression: 'default', 'all' or a count", \
-	  EOPT_RESIDUAL },                                                                                        \
-	{ "key-rounding", 0, "HOW", "4-bit key codes: 'query' (default) or 'nearest' levels", EOPT_ROUNDING },    \
+	TIER_ROUTING_OPTIONS, TIER_OPTION_RESIDUAL_HEADS, TIER_OPTION_KEY_ROUNDING,                               \
 	{ "model", 'm', "FILE", "GGUF model (default: $HSQ_MODEL or the installed default)", EOPT_MODEL },        \
 	{ "threads", 't', "N", "CPU threads (default: all cores; with --jobs, per job: cores / jobs)", EOPT_THREADS }, \
 	{ "json", 0, "FILE", "write the summary as JSON to FILE", EOPT_JSON },                                    \
@@ -96,10 +87,7 @@ typedef struct eval_common {
 	int jobs;               /* worker processes running the trials; 1: none */
 	int n_methods;
 	hsq_snapshot_mode methods[EVAL_MAX_METHODS]; /* methods[0] is full */
-	int budget;             /* HSQ_BUDGET_DEFAULT, HSQ_BUDGET_ALL or tokens */
-	int retrieval_heads;    /* HSQ_RETRIEVAL_DEFAULT or a head count */
-	int residual_heads;     /* HSQ_RESIDUAL_DEFAULT, HSQ_RESIDUAL_ALL or a head count */
-	hsq_key_rounding key_rounding;
+	tier_options tier;      /* --budget, --retrieval-heads; --residual-heads and --key-rounding in tier.params */
 	const char *json_path, *csv_path, *report_dir;
 	const char *log_path;
 	char log_default[64];
@@ -114,8 +102,6 @@ int eval_common_option(eval_common *c, int id, const char *arg);
 void eval_common_finish(eval_common *c);
 /* Index of mode in c->methods, or -1. */
 int eval_method_index(const eval_common *c, hsq_snapshot_mode mode);
-/* "default", "all" or the number, for tables and the configuration. */
-const char *eval_budget_name(int budget, char *buf, size_t cap);
 
 /* Comma-separated integers from lo to hi, distinct; exits 2 naming opt. */
 int eval_parse_ints(const char *opt, const char *value, long lo, long hi, int *out, int cap);

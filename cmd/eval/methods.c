@@ -31,9 +31,7 @@ void eval_runner_init(eval_runner *R, const eval_common *c)
 	hsq_model_get_info(R->model, &R->mi);
 	for (int i = 0; i < 32; i++)
 		snprintf(R->model_id + 2 * i, 3, "%02x", R->mi.identity[i]);
-	R->tp = hsq_tier_default_params();
-	R->tp.residual_heads = c->residual_heads;
-	R->tp.key_rounding = c->key_rounding;
+	R->tp = c->tier.params; /* the library's defaults but --residual-heads and --key-rounding */
 	R->n_obs = R->tp.obs_window;
 	eval_runner_tmpdir(R);
 	R->logits = malloc((size_t)R->mi.n_vocab * EVAL_CHUNK * sizeof *R->logits);
@@ -79,17 +77,17 @@ void eval_runner_config(const eval_runner *R, sbuf *b)
 	sb_printf(b, ",\"model_sha256\":\"%s\",\"methods\":[", R->model_id);
 	for (int i = 0; i < R->c->n_methods; i++)
 		sb_printf(b, "%s\"%s\"", i ? "," : "", hsq_mode_name(R->c->methods[i]));
-	sb_printf(b, "],\"budget\":\"%s\"", eval_budget_name(R->c->budget, buf, sizeof buf));
-	if (R->c->retrieval_heads == HSQ_RETRIEVAL_DEFAULT)
+	sb_printf(b, "],\"budget\":\"%s\"", tier_budget_name(R->c->tier.budget, buf, sizeof buf));
+	if (R->c->tier.retrieval_heads == HSQ_RETRIEVAL_DEFAULT)
 		sb_printf(b, ",\"retrieval_heads\":\"default\"");
 	else
-		sb_printf(b, ",\"retrieval_heads\":\"%d\"", R->c->retrieval_heads);
+		sb_printf(b, ",\"retrieval_heads\":\"%d\"", R->c->tier.retrieval_heads);
 	/* written only when not the default, so that logs from before the
 	 * option (which had the default) still resume */
-	if (R->c->residual_heads == HSQ_RESIDUAL_ALL)
+	if (R->c->tier.params.residual_heads == HSQ_RESIDUAL_ALL)
 		sb_printf(b, ",\"residual_heads\":\"all\"");
-	else if (R->c->residual_heads != HSQ_RESIDUAL_DEFAULT)
-		sb_printf(b, ",\"residual_heads\":\"%d\"", R->c->residual_heads);
+	else if (R->c->tier.params.residual_heads != HSQ_RESIDUAL_DEFAULT)
+		sb_printf(b, ",\"residual_heads\":\"%d\"", R->c->tier.params.residual_heads);
 	sb_printf(b, ",\"tiers\":{\"sinks\":%d,\"window\":%d,\"l1_fraction\":", p->sinks, p->window);
 	sb_jnum(b, p->l1_fraction);
 	sb_printf(b, ",\"group_size\":%d,\"medium_fraction\":", p->group_size);
@@ -137,9 +135,9 @@ static void set_budget(const eval_runner *R, hsq_context *ctx)
 	hsq_status st;
 	if (hsq_context_mode(ctx) != HSQ_MODE_HSQ)
 		return;
-	if ((st = hsq_context_set_budget(ctx, R->c->budget)))
+	if ((st = hsq_context_set_budget(ctx, R->c->tier.budget)))
 		cli_die(EVAL_PROG, EXIT_USAGE, "--budget: %s", hsq_last_error());
-	if ((st = hsq_context_set_retrieval_heads(ctx, R->c->retrieval_heads)))
+	if ((st = hsq_context_set_retrieval_heads(ctx, R->c->tier.retrieval_heads)))
 		cli_die(EVAL_PROG, EXIT_USAGE, "--retrieval-heads: %s", hsq_last_error());
 }
 

@@ -748,7 +748,7 @@ static void print_table(const summary *S)
 	printf("hsq-eval needle: %s; %d length%s x %d depth%s x %d trial%s, %d key%s, seed %llu, budget %s, "
 	       "margin %.3g pp\n", S->model, o->n_len, o->n_len > 1 ? "s" : "", o->n_depth, o->n_depth > 1 ? "s" : "",
 	       o->trials, o->trials > 1 ? "s" : "", o->keys, o->keys > 1 ? "s" : "", (unsigned long long)o->seed,
-	       eval_budget_name(o->c.budget, b, sizeof b), 100 * o->margin);
+	       tier_budget_name(o->c.tier.budget, b, sizeof b), 100 * o->margin);
 	int held = 0;
 	for (int cell = 0; cell < o->n_len * o->n_depth; cell++)
 		held += S->cells[cell * M].n;
@@ -995,7 +995,7 @@ static void write_markdown(FILE *f, const void *user)
 	for (int i = 0; i < o->n_depth; i++)
 		fprintf(f, "%s %d%%", i ? "," : "", o->depths[i]);
 	fprintf(f, "; %d trials per cell; %d key%s; seed %llu; hsq budget %s.\n\n", o->trials, o->keys,
-		o->keys > 1 ? "s" : "", (unsigned long long)o->seed, eval_budget_name(o->c.budget, b, sizeof b));
+		o->keys > 1 ? "s" : "", (unsigned long long)o->seed, tier_budget_name(o->c.tier.budget, b, sizeof b));
 	fprintf(f, "Pooled over all cells (b: full ok and the method missed; c: the reverse; McNemar exact on b and c; "
 		   "TOST equivalence at ±%.3g percentage points, α = %.2f):\n\n", 100 * o->margin, EVAL_ALPHA);
 	markdown_pooled(f, S, S->rows - 1, 0);

@@ -258,7 +258,7 @@ static void print_table(const summary *S)
 	char b[32];
 	printf("hsq-eval ppl: %s; %d document%s, context %d, continuation %d tokens%s, budget %s\n\n", S->model, S->n,
 	       S->n == 1 ? "" : "s", o->context, o->continuation, o->join ? " (joined samples)" : "",
-	       eval_budget_name(o->c.budget, b, sizeof b));
+	       tier_budget_name(o->c.tier.budget, b, sizeof b));
 	printf("%-24s", "document");
 	for (int m = 0; m < M; m++)
 		printf(" %20s", hsq_mode_name(o->c.methods[m]));

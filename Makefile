@@ -60,7 +60,7 @@ KERNEL_TESTS = test_forward test_dequant test_dequant_k test_vexp
 # What every tool links: cmd/common/ (options and errors, JSON, SVG,
 # atomic output files, the tier options).
 CLI_SRC   = $(sort $(wildcard cmd/common/*.c))
-# hsq-eval's subcommands live in cmd/eval/ and are linked into hsq-eval
+# hsq-eval's driver and subcommands live in cmd/eval/ and are linked into hsq-eval
 # only (TOOL_SRC, set per target), with libhsq-eval.a.
 EVAL_SRC  = $(sort $(wildcard cmd/eval/*.c))
 TOOLS     = $(patsubst cmd/%.c,%,$(wildcard cmd/hsq-*.c))

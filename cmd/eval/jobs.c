@@ -23,7 +23,8 @@
 #include <sys/prctl.h>
 #endif
 
-#include "eval.h"
+#include "common/cleanup.h"
+#include "jobs.h"
 
 static pid_t workers[EVAL_MAX_JOBS]; /* 0: not running */
 

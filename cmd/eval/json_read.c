@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval.h"
+#include "common/cli.h"
+#include "json_read.h"
+#include "options.h"
 
 #define JSON_MAX_DEPTH 32
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "common/atomic.h"
-#include "eval.h"
+#include "log.h"
 
 static void log_push(eval_log *L, json_value *rec, long line)
 {
@@ -419,4 +419,15 @@ void eval_log_close(eval_log *L)
 	L->records = NULL;
 	L->lines = NULL;
 	L->n = L->cap = 0;
+}
+
+const json_value *eval_method_result(const json_value *rec, hsq_snapshot_mode mode, char *err, size_t cap)
+{
+	const json_value *ms = json_obj_member(rec, "methods", err, cap);
+	const json_value *r = ms ? json_obj_member(ms, hsq_mode_name(mode), err, cap) : NULL;
+	if (!r) {
+		size_t l = strlen(err);
+		snprintf(err + l, cap - l, " (method %s)", hsq_mode_name(mode));
+	}
+	return r;
 }

@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "eval.h"
+#include "common/cli.h"
+#include "options.h"
+#include "output.h"
 
 void eval_file_open(eval_file *o, const char *path)
 {

@@ -1,14 +1,37 @@
-/* common.c - options every model-based subcommand of hsq-eval shares, list
- * parsing, progress lines. */
+/* options.c - the options every model run of hsq-eval takes, the lists
+ * they parse, progress lines. */
 #include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
-#include "eval.h"
+#include "options.h"
+
+const cli_option eval_common_options[] = {
+	{ "methods", 0, "LIST",
+	  "comma-separated methods: full,quant,hsq,streaming,snapkv (default: all; full, the reference, always runs)",
+	  EOPT_METHODS },
+	TIER_ROUTING_OPTIONS,
+	TIER_OPTION_RESIDUAL_HEADS,
+	TIER_OPTION_KEY_ROUNDING,
+	{ "model", 'm', "FILE", "GGUF model (default: $HSQ_MODEL or the installed default)", EOPT_MODEL },
+	{ "threads", 't', "N", "CPU threads (default: all cores; with --jobs, per job: cores / jobs)", EOPT_THREADS },
+	{ "json", 0, "FILE", "write the summary as JSON to FILE", EOPT_JSON },
+	{ "csv", 0, "FILE", "write the summary rows as CSV to FILE", EOPT_CSV },
+	{ "report", 0, "DIR", "write DIR/report.md and SVG plots (DIR is created)", EOPT_REPORT },
+	{ "log", 0, "FILE", "trial log, one JSON line per completed trial (default hsq-eval-SUBCOMMAND.jsonl)", EOPT_LOG },
+	{ "resume", 0, NULL,
+	  "continue the trial log, skipping what it holds (same configuration; needle: more --trials grows it)",
+	  EOPT_RESUME },
+	{ "force", 0, NULL, "overwrite an existing trial log", EOPT_FORCE },
+	{ "summarize", 0, NULL, "run nothing: summarize the trials the log holds (the log is only read)", EOPT_SUMMARIZE },
+	{ "quiet", 'q', NULL, "no progress lines on standard error", EOPT_QUIET },
+	{ 0 },
+};
+
+const cli_option eval_jobs_option = { "jobs", 0, "N", "run the trials in N processes side by side (default 1: none)",
+				      EOPT_JOBS };
 
 void eval_common_init(eval_common *c, const char *sub)
 {
@@ -185,35 +208,4 @@ void eval_flush_stdout(void)
 {
 	if (fflush(stdout) != 0 || ferror(stdout))
 		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot write to standard output: %s", strerror(errno));
-}
-
-/* ------------------------------------------------------------- misc */
-
-void eval_fnv1a_hex(const void *p, size_t n, char out[17])
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (size_t i = 0; i < n; i++) {
-		h ^= ((const unsigned char *)p)[i];
-		h *= 0x100000001b3ull;
-	}
-	snprintf(out, 17, "%016llx", (unsigned long long)h);
-}
-
-uint64_t eval_rss_peak(void)
-{
-	struct rusage ru;
-	if (getrusage(RUSAGE_SELF, &ru) != 0)
-		return 0;
-	return (uint64_t)ru.ru_maxrss * 1024; /* Linux reports KiB */
-}
-
-uint64_t eval_rss_now(void)
-{
-	FILE *f = fopen("/proc/self/statm", "r");
-	unsigned long size, resident;
-	int ok = f && fscanf(f, "%lu %lu", &size, &resident) == 2;
-	if (f)
-		fclose(f);
-	long page = sysconf(_SC_PAGESIZE);
-	return ok && page > 0 ? (uint64_t)resident * (uint64_t)page : 0;
 }

@@ -22,7 +22,7 @@ static const char DESCRIPTION[] =
 enum {
 	OPT_SEEDS = 's',
 	OPT_OUTPUT = 'o',
-	OPT_THREADS = 'j',
+	OPT_THREADS = 't',
 	OPT_QUIET = 'q',
 	OPT_REGIMES = 256,
 	OPT_CODECS,
@@ -62,7 +62,7 @@ static const cli_option options[] = {
 	{ "metric", 0, "NAME",
 	  "metric of the table and plot, one of relmse, dir_err, d2, relmse_k, relmse_v, attn_err, "
 	  "attn_err_k, attn_err_v, score_bias, score_var (default d2)", OPT_METRIC },
-	{ "threads", 'j', "N", "worker threads, 0 = all cores (default 0)", OPT_THREADS },
+	{ "threads", 't', "N", "worker threads, 0 = all cores (default 0)", OPT_THREADS },
 	{ "output", 'o', "PREFIX", "write PREFIX.csv, PREFIX.json, PREFIX.svg (default hsq-codecs)", OPT_OUTPUT },
 	{ "quiet", 'q', NULL, "print nothing on success (files are still written)", OPT_QUIET },
 	{ 0 },

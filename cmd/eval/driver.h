@@ -63,16 +63,18 @@ typedef struct eval_sub {
 	void (*write_json)(FILE *f);
 	void (*write_csv)(FILE *f);
 
-	/* A model run's trial log: each record checked as it is read back. */
+	/* A model run's trial log: each record checked (with check_user) as
+	 * it is read back or appended. */
 	eval_record_check check;
 	void *check_user;
 	/* What the log holds, once opened: its state, a progress line,
 	 * a refusal (exit) when --summarize cannot be served. */
 	void (*resumed)(const eval_log *L);
-	/* The items of the run in order (NULL: one, the whole run), whether
-	 * item i is still to run, running it (appending its record to L; L is
-	 * NULL without a log). With --jobs, worker w runs the pending items
-	 * whose rank among the pending ones is w modulo the jobs. */
+	/* The items of the run in order (count NULL: one, the whole run),
+	 * whether item i is still to run (pending NULL: every one), running
+	 * it (appending its record to L; L is NULL without a log). With
+	 * --jobs, worker w runs the pending items whose rank among the
+	 * pending ones is w modulo the jobs. */
 	size_t (*count)(void);
 	int (*pending)(size_t i);
 	void (*run)(eval_log *L, size_t i);

@@ -22,13 +22,14 @@ endif
 # tools and tests compile and link in one step and depend on the headers
 # they may see (TOOL_HEADERS, TEST_HEADERS).
 DEPFLAGS  = -MMD -MP
-# The tools see only the public headers (include/) and their own (cmd/);
-# the library, its tests and the micro-benchmarks also see lib/.
+# The tools see only the public headers (include/) and their own (cmd/:
+# cmd/common/ shared by every tool, cmd/eval/ hsq-eval's); the library,
+# its tests and the micro-benchmarks also see lib/.
 TOOL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -Iinclude -Icmd $(WARN)
 LIB_CFLAGS  = -std=gnu11 -fPIC -D_GNU_SOURCE -Iinclude -Ilib $(WARN) $(DEPFLAGS) $(OPENBLAS_CFLAGS) \
 	-fvisibility=hidden -DHSQ_BUILDING_LIBRARY -DHSQ_PREFIX='"$(PREFIX)"'
 TEST_CFLAGS = -std=gnu11 -D_GNU_SOURCE -Iinclude -Ilib -Itests/unit $(WARN)
-TOOL_HEADERS = cmd/*.h include/*.h
+TOOL_HEADERS = include/*.h $(wildcard cmd/common/*.h cmd/eval/*.h)
 TEST_HEADERS = tests/unit/*.h include/*.h lib/*/*.h lib/*/*/*.h
 LIBS      = -lzstd -lpcre2-8 -lutf8proc -lm -lpthread
 # OpenBLAS is detected by ./configure but not linked: every matmul runs in
@@ -56,8 +57,10 @@ SAN_EVAL_OBJ = $(EVAL_LIB_SRC:lib/%.c=$(BUILD)/san/lib/%.o)
 SAN_KERNELS = backend/cpu/backend_cpu model/dequant model/dequant_k
 SAN_MODEL_OBJ = $(filter-out $(SAN_KERNELS:%=$(BUILD)/san/lib/%.o),$(SAN_OBJ)) $(SAN_KERNELS:%=$(BUILD)/lib/%.o)
 KERNEL_TESTS = test_forward test_dequant test_dequant_k test_vexp
-CLI_SRC   = $(filter-out cmd/hsq-%.c,$(wildcard cmd/*.c))
-# hsq-eval's subcommands live in cmd/eval/ and are linked into hsq-eval
+# What every tool links: cmd/common/ (options and errors, JSON, SVG,
+# atomic output files, the tier options).
+CLI_SRC   = $(sort $(wildcard cmd/common/*.c))
+# hsq-eval's driver and subcommands live in cmd/eval/ and are linked into hsq-eval
 # only (TOOL_SRC, set per target), with libhsq-eval.a.
 EVAL_SRC  = $(sort $(wildcard cmd/eval/*.c))
 TOOLS     = $(patsubst cmd/%.c,%,$(wildcard cmd/hsq-*.c))
@@ -119,8 +122,8 @@ $(BUILD)/san/bin/%: cmd/%.c $(CLI_SRC) $(TOOL_HEADERS) $(BUILD)/libhsq-san-model
 $(BUILD)/bin/hsq-eval $(BUILD)/san/bin/hsq-eval: TOOL_SRC = $(EVAL_SRC)
 $(BUILD)/bin/hsq-eval: TOOL_LIBS = $(BUILD)/libhsq-eval.a
 $(BUILD)/san/bin/hsq-eval: SAN_TOOL_LIBS = $(BUILD)/libhsq-eval-san.a
-$(BUILD)/bin/hsq-eval: $(EVAL_SRC) $(wildcard cmd/eval/*.h) $(BUILD)/libhsq-eval.a
-$(BUILD)/san/bin/hsq-eval: $(EVAL_SRC) $(wildcard cmd/eval/*.h) $(BUILD)/libhsq-eval-san.a
+$(BUILD)/bin/hsq-eval: $(EVAL_SRC) $(BUILD)/libhsq-eval.a
+$(BUILD)/san/bin/hsq-eval: $(EVAL_SRC) $(BUILD)/libhsq-eval-san.a
 
 $(BUILD)/san/tests/%: tests/unit/%.c $(TEST_HEADERS) $(BUILD)/libhsq-eval-san.a $(BUILD)/libhsq-san-model.a
 	@mkdir -p $(@D)

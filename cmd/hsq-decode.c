@@ -4,7 +4,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
+#include "common/cli.h"
+#include "common/tier_options.h"
 
 static const char PROG[] = "hsq-decode";
 static const char USAGE[] = "hsq-decode [-m MODEL] [-s SNAPSHOT] (-p TEXT | -f FILE) [-n N] [options]";
@@ -12,7 +13,7 @@ static const char DESCRIPTION[] =
 	"Generate text from a prompt and stream it to standard output. With -s, resume from a\n"
 	"snapshot written by hsq-prefill: the prompt continues the document stored in it.";
 
-enum { OPT_TEMP = 256, OPT_TOP_K, OPT_TOP_P, OPT_SEED, OPT_CHAT, OPT_SYSTEM, OPT_IGNORE_EOS, OPT_BUDGET, OPT_RETRIEVAL, OPT_NO_RESIDUAL, OPT_TRACE };
+enum { OPT_TEMP = 256, OPT_TOP_K, OPT_TOP_P, OPT_SEED, OPT_CHAT, OPT_SYSTEM, OPT_IGNORE_EOS, OPT_NO_RESIDUAL, OPT_TRACE };
 
 static const cli_option options[] = {
 	{ "model", 'm', "FILE", "GGUF model (default: $HSQ_MODEL or the installed default)", 'm' },
@@ -30,8 +31,7 @@ static const cli_option options[] = {
 	{ "chat", 0, NULL, "wrap the prompt in the model's chat template", OPT_CHAT },
 	{ "system", 0, "TEXT", "system message for --chat (default: the template's)", OPT_SYSTEM },
 	{ "ignore-eos", 0, NULL, "keep generating past end-of-sequence tokens", OPT_IGNORE_EOS },
-	{ "budget", 0, "N", "hsq snapshots: tokens per KV head fetched from L3 each step; 0 = none, 'all', 'default' (n/4, >= 256)", OPT_BUDGET },
-	{ "retrieval-heads", 0, "N", "hsq snapshots: the N heads with the highest induction score fetch every group; 'default' (one in six)", OPT_RETRIEVAL },
+	TIER_ROUTING_OPTIONS,
 	{ "no-residual-keys", 0, NULL, "hsq snapshots: decode keys from their 4-bit codes alone, ignoring residual codes", OPT_NO_RESIDUAL },
 	{ "trace", 0, "FILE", "hsq snapshots: record router hits (position, layer, head, groups) to FILE", OPT_TRACE },
 	{ "verbose", 'v', NULL, "print timings to standard error", 'v' },
@@ -62,12 +62,14 @@ int main(int argc, char **argv)
 {
 	const char *model_arg = NULL, *snap = NULL, *prompt = NULL, *prompt_file = NULL, *system = NULL;
 	const char *trace_path = NULL;
-	int budget = 0, budget_given = 0, retrieval = 0, retrieval_given = 0, no_residual = 0;
+	int no_residual = 0;
+	tier_options tier;
 	long n_predict = 128;
 	int chat = 0, ignore_eos = 0, verbose = 0, seed_given = 0;
 	hsq_context_params cp = hsq_context_default_params();
 	hsq_sampler_params sp = hsq_sampler_default_params();
 	cli_parser p;
+	tier_options_init(&tier);
 	cli_init(&p, PROG, options);
 	for (int c; (c = cli_next(&p, argc, argv, USAGE, DESCRIPTION)) != -1;) {
 		switch (c) {
@@ -86,20 +88,10 @@ int main(int argc, char **argv)
 		case OPT_CHAT: chat = 1; break;
 		case OPT_SYSTEM: system = optarg; break;
 		case OPT_IGNORE_EOS: ignore_eos = 1; break;
-		case OPT_BUDGET:
-			budget = !strcmp(optarg, "all")	      ? HSQ_BUDGET_ALL
-				 : !strcmp(optarg, "default") ? HSQ_BUDGET_DEFAULT
-							      : (int)cli_long(PROG, "--budget", optarg, 0, 1 << 24);
-			budget_given = 1;
-			break;
-		case OPT_RETRIEVAL:
-			retrieval = !strcmp(optarg, "default") ? HSQ_RETRIEVAL_DEFAULT
-							       : (int)cli_long(PROG, "--retrieval-heads", optarg, 0, 1 << 20);
-			retrieval_given = 1;
-			break;
 		case OPT_NO_RESIDUAL: no_residual = 1; break;
 		case OPT_TRACE: trace_path = optarg; break;
 		case 'v': verbose = 1; break;
+		default: tier_option(&tier, PROG, c, optarg); break;
 		}
 	}
 	cli_free(&p);
@@ -143,12 +135,12 @@ int main(int argc, char **argv)
 	}
 	double t_load = cli_now() - t0;
 	FILE *trace = NULL;
-	if ((budget_given || retrieval_given || no_residual || trace_path) && hsq_context_mode(ctx) != HSQ_MODE_HSQ)
+	if ((tier.budget_given || tier.retrieval_given || no_residual || trace_path) && hsq_context_mode(ctx) != HSQ_MODE_HSQ)
 		cli_usage_error(PROG, "--budget, --retrieval-heads, --no-residual-keys and --trace need an hsq snapshot; %s is %s",
 				snap ? snap : "(no snapshot)", snap ? hsq_mode_name(hsq_context_mode(ctx)) : "not given");
-	if (budget_given && (st = hsq_context_set_budget(ctx, budget)))
+	if (tier.budget_given && (st = hsq_context_set_budget(ctx, tier.budget)))
 		cli_die_status(PROG, EXIT_USAGE, st);
-	if (retrieval_given && (st = hsq_context_set_retrieval_heads(ctx, retrieval)))
+	if (tier.retrieval_given && (st = hsq_context_set_retrieval_heads(ctx, tier.retrieval_heads)))
 		cli_die_status(PROG, EXIT_USAGE, st);
 	if (no_residual && (st = hsq_context_use_residual_keys(ctx, 0)))
 		cli_die_status(PROG, EXIT_FAILURE_RUNTIME, st);

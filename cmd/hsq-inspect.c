@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "common/cli.h"
+#include "common/json.h"
+#include "common/svg.h"
 
 static const char PROG[] = "hsq-inspect";
 static const char USAGE[] = "hsq-inspect [--verify] [--json] [--heads] [--tokens] [--text] "
@@ -102,83 +104,6 @@ static double ratio(uint64_t a, uint64_t b)
 	return b ? (double)a / (double)b : 0.0;
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-	unsigned c = s[0];
-	size_t len;
-	unsigned min;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2, min = 0x80;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3, min = 0x800;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4, min = 0x10000;
-	else
-		return 0;
-	if (len > n)
-		return 0;
-	unsigned cp = c & (0x7f >> len);
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
-/* JSON string; invalid UTF-8 bytes become U+FFFD so the output stays valid. */
-static void json_string(FILE *out, const char *s, size_t n)
-{
-	fputc('"', out);
-	for (size_t i = 0; i < n;) {
-		unsigned char c = (unsigned char)s[i];
-		size_t len = utf8_seq((const unsigned char *)s + i, n - i);
-		if (!len) {
-			fputs("\\ufffd", out);
-			i++;
-			continue;
-		}
-		if (len > 1) {
-			fwrite(s + i, 1, len, out);
-			i += len;
-			continue;
-		}
-		if (c == '"' || c == '\\')
-			fprintf(out, "\\%c", c);
-		else if (c == '\n')
-			fputs("\\n", out);
-		else if (c == '\t')
-			fputs("\\t", out);
-		else if (c == '\r')
-			fputs("\\r", out);
-		else if (c < 0x20 || c == 0x7f)
-			fprintf(out, "\\u%04x", c);
-		else
-			fputc(c, out);
-		i++;
-	}
-	fputc('"', out);
-}
-
-static void json_cstr(FILE *out, const char *s)
-{
-	json_string(out, s, strlen(s));
-}
-
-/* A finite number, or null. */
-static void json_num(FILE *out, double v)
-{
-	if (isfinite(v))
-		fprintf(out, "%.6g", v);
-	else
-		fputs("null", out);
-}
-
 /* One line of text, at most `width` characters shown: control characters,
  * C1 controls and invalid UTF-8 bytes escaped (\n, \t, \xNN, \u0085),
  * quotes and backslashes escaped, "..." when cut. */
@@ -188,7 +113,7 @@ static void print_line_text(FILE *out, const char *s, size_t n, int width)
 	fputc('"', out);
 	for (size_t i = 0; i < n;) {
 		unsigned char c = (unsigned char)s[i];
-		size_t len = utf8_seq((const unsigned char *)s + i, n - i);
+		size_t len = cli_utf8_len(s + i, n - i);
 		char esc[16];
 		int w;
 		if (!len) {
@@ -226,36 +151,6 @@ static void print_line_text(FILE *out, const char *s, size_t n, int width)
 		i += len;
 	}
 	fputc('"', out);
-}
-
-/* XML text: markup characters escaped, control characters and invalid
- * UTF-8 bytes replaced by '?'. */
-static void xml_text(FILE *out, const char *s)
-{
-	size_t n = strlen(s);
-	for (size_t i = 0; i < n;) {
-		unsigned char c = (unsigned char)s[i];
-		size_t len = utf8_seq((const unsigned char *)s + i, n - i);
-		if (!len || (len == 1 && (c < 0x20 || c == 0x7f))) {
-			fputc('?', out);
-			i++;
-		} else if (len > 1) {
-			fwrite(s + i, 1, len, out);
-			i += len;
-		} else {
-			if (c == '&')
-				fputs("&amp;", out);
-			else if (c == '<')
-				fputs("&lt;", out);
-			else if (c == '>')
-				fputs("&gt;", out);
-			else if (c == '"')
-				fputs("&quot;", out);
-			else
-				fputc(c, out);
-			i++;
-		}
-	}
 }
 
 static const hsq_snapshot_section_info *find(const hsq_snapshot_info *info, const char *name)
@@ -740,16 +635,16 @@ static void write_svg(const char *svg_path, const trace_report *tr, const hsq_ti
 	int width = left + grid_w + 110, height = top + grid_h + 64;
 	char colour[16];
 	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-		   "font-family=\"sans-serif\" font-size=\"11\">\n", width, height, width, height);
+	svg_begin(f, width, height, 11, 1);
 	fprintf(f, "<title>hsq router fetches: ");
-	xml_text(f, snap);
-	fprintf(f, "</title>\n<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n");
+	svg_text(f, snap);
+	fprintf(f, "</title>\n");
+	svg_background(f, "#ffffff");
 	fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\" font-weight=\"bold\">Router fetches by layer and position</text>\n", left);
 	fprintf(f, "<text x=\"%d\" y=\"38\">", left);
-	xml_text(f, snap);
+	svg_text(f, snap);
 	fprintf(f, ", trace ");
-	xml_text(f, tr->path);
+	svg_text(f, tr->path);
 	fprintf(f, ": %lld steps (positions %d..%d)</text>\n", (long long)tr->steps, tr->first_pos, tr->last_pos);
 	fprintf(f, "<g shape-rendering=\"crispEdges\">\n");
 	for (int l = 0; l < map->n_layer; l++)
@@ -789,7 +684,7 @@ static void write_svg(const char *svg_path, const trace_report *tr, const hsq_ti
 	fprintf(f, "<text x=\"%d\" y=\"%d\">0</text>\n", bx + bar_w + 4, top + grid_h);
 	fprintf(f, "<text x=\"%d\" y=\"%d\">share of the cell's tokens fetched per step and head</text>\n", left,
 		top + grid_h + 52);
-	fprintf(f, "</svg>\n");
+	svg_end(f);
 	if (ferror(f) | (fclose(f) != 0))
 		cli_die(PROG, EXIT_FAILURE_RUNTIME, "cannot write the SVG %s: %s", svg_path, strerror(errno));
 }
@@ -1098,13 +993,13 @@ static void json_tiers(const report *r)
 		tier_add(&tot, &m->heads[i]);
 	uint64_t fp16 = m->fp16_kv_bytes, fast = tot.l1_bytes + tot.l2_bytes;
 	printf(",\"tiers\":{\"mode\":\"%s\",\"reader\":", hsq_mode_name(m->mode));
-	json_cstr(stdout, m->reader);
+	json_fstr(stdout, m->reader, JSON_ESC_SHORT);
 	printf(",\"compressor\":");
-	json_cstr(stdout, m->compressor);
+	json_fstr(stdout, m->compressor, JSON_ESC_SHORT);
 	printf(",\"params\":{\"sinks\":%d,\"window\":%d,\"l1_fraction\":", p->sinks, p->window);
-	json_num(stdout, p->l1_fraction);
+	json_fnum6(stdout, p->l1_fraction);
 	printf(",\"group_size\":%d,\"medium_fraction\":", p->group_size);
-	json_num(stdout, p->medium_fraction);
+	json_fnum6(stdout, p->medium_fraction);
 	printf(",\"obs_window\":%d,\"keep\":%d,\"seed\":%llu,\"key_rounding\":\"%s\"}", p->obs_window, p->keep,
 	       (unsigned long long)p->seed, hsq_key_rounding_name(p->key_rounding));
 	printf(",\"fp16_bytes\":%llu,\"totals\":{\"l1_tokens\":%lld,\"l2_groups\":%lld,\"l2_low\":%lld,\"l2_medium\":%lld,"
@@ -1113,13 +1008,13 @@ static void json_tiers(const report *r)
 	       (long long)tot.n_medium, (long long)tot.n_l3, (unsigned long long)tot.l1_bytes,
 	       (unsigned long long)tot.l2_bytes, (unsigned long long)tot.l3_bytes, (unsigned long long)tot.l3_stored);
 	printf(",\"vs_fp16\":{\"fast\":");
-	json_num(stdout, ratio(fast, fp16));
+	json_fnum6(stdout, ratio(fast, fp16));
 	printf(",\"fast_archive\":");
-	json_num(stdout, ratio(fast + tot.l3_bytes, fp16));
+	json_fnum6(stdout, ratio(fast + tot.l3_bytes, fp16));
 	printf(",\"fast_archive_stored\":");
-	json_num(stdout, ratio(fast + tot.l3_stored, fp16));
+	json_fnum6(stdout, ratio(fast + tot.l3_stored, fp16));
 	printf(",\"file\":");
-	json_num(stdout, ratio(r->info->file_size, fp16));
+	json_fnum6(stdout, ratio(r->info->file_size, fp16));
 	printf("},\"heads\":[");
 	for (int i = 0; i < m->n_layer * m->n_head_kv; i++) {
 		const hsq_tier_head_info *h = &m->heads[i];
@@ -1129,7 +1024,7 @@ static void json_tiers(const report *r)
 		       i ? "," : "", h->layer, h->head, h->window, h->n_l1, h->n_group - h->n_medium, h->n_medium, h->n_l3,
 		       (unsigned long long)h->l1_bytes, (unsigned long long)h->l2_bytes, (unsigned long long)h->l3_bytes,
 		       (unsigned long long)h->l3_stored);
-		json_num(stdout, h->induction);
+		json_fnum6(stdout, h->induction);
 		printf(",\"retrieval\":%s,\"residual_keys\":%s}", h->retrieval ? "true" : "false",
 		       h->residual ? "true" : "false");
 	}
@@ -1142,7 +1037,7 @@ static void json_trace(const report *r, const char *svg_path)
 	const hsq_tier_map *m = r->map;
 	int H = m->n_head_kv;
 	printf(",\"trace\":{\"file\":");
-	json_cstr(stdout, tr->path);
+	json_fstr(stdout, tr->path, JSON_ESC_SHORT);
 	printf(",\"lines\":%lld,\"steps\":%lld,\"first_position\":%d,\"last_position\":%d,\"fetched_groups\":%lld,"
 	       "\"online_fetches\":%lld",
 	       (long long)tr->lines, (long long)tr->steps, tr->first_pos, tr->last_pos, (long long)tr->n_fetched_groups,
@@ -1157,11 +1052,11 @@ static void json_trace(const report *r, const char *svg_path)
 		int has = hi->n_group && ht->lines;
 		printf("%s{\"layer\":%d,\"head\":%d,\"lines\":%lld,\"groups\":%d,\"fetched_per_line\":", i ? "," : "", i / H,
 		       i % H, (long long)ht->lines, hi->n_group);
-		json_num(stdout, ht->lines ? (double)ht->fetched / (double)ht->lines : NAN);
+		json_fnum6(stdout, ht->lines ? (double)ht->fetched / (double)ht->lines : NAN);
 		printf(",\"hit_rate\":");
-		json_num(stdout, has ? ht->rate_sum / (double)ht->lines : NAN);
+		json_fnum6(stdout, has ? ht->rate_sum / (double)ht->lines : NAN);
 		printf(",\"coverage\":");
-		json_num(stdout, has ? (double)cov / hi->n_group : NAN);
+		json_fnum6(stdout, has ? (double)cov / hi->n_group : NAN);
 		printf(",\"online_fetches\":%lld}", (long long)ht->online);
 	}
 	printf("],\"top\":[");
@@ -1171,37 +1066,37 @@ static void json_trace(const report *r, const char *svg_path)
 		const head_trace *ht = &tr->heads[t->layer * H + t->head];
 		printf("%s{\"layer\":%d,\"head\":%d,\"group\":%d,\"class\":\"%s\",\"fetches\":%u,\"share\":", i ? "," : "",
 		       t->layer, t->head, t->group, class_name(hi->g_class[t->group]), t->count);
-		json_num(stdout, ht->lines ? t->count / (double)ht->lines : NAN);
+		json_fnum6(stdout, ht->lines ? t->count / (double)ht->lines : NAN);
 		printf(",\"first_position\":%d,\"last_position\":%d,\"text\":", (int)hi->g_first[t->group],
 		       (int)hi->g_last[t->group]);
 		if (tr->top_text)
-			json_string(stdout, tr->top_text[i], tr->top_len[i]);
+			json_fstr_n(stdout, tr->top_text[i], tr->top_len[i], JSON_ESC_SHORT);
 		else
 			printf("null");
 		printf("}");
 	}
 	printf("],\"text_note\":");
 	if (tr->text_note[0])
-		json_cstr(stdout, tr->text_note);
+		json_fstr(stdout, tr->text_note, JSON_ESC_SHORT);
 	else
 		printf("null");
 	printf(",\"heatmap\":{\"columns\":%d,\"column_first_position\":[", tr->cols);
 	for (int c = 0; c < tr->cols; c++)
 		printf("%s%d", c ? "," : "", tr->col_first[c]);
 	printf("],\"max\":");
-	json_num(stdout, tr->heat_max);
+	json_fnum6(stdout, tr->heat_max);
 	printf(",\"rows\":[");
 	for (int l = 0; l < m->n_layer; l++) {
 		printf("%s[", l ? "," : "");
 		for (int c = 0; c < tr->cols; c++) {
 			printf("%s", c ? "," : "");
-			json_num(stdout, heat_at(tr, l, c));
+			json_fnum6(stdout, heat_at(tr, l, c));
 		}
 		printf("]");
 	}
 	printf("]},\"svg\":");
 	if (svg_path)
-		json_cstr(stdout, svg_path);
+		json_fstr(stdout, svg_path, JSON_ESC_SHORT);
 	else
 		printf("null");
 	printf("}");
@@ -1214,14 +1109,14 @@ static void print_json(const report *r, const char *svg_path)
 	for (int i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", info->model_identity[i]);
 	printf("{\"file\":");
-	json_cstr(stdout, r->path);
+	json_fstr(stdout, r->path, JSON_ESC_SHORT);
 	printf(",\"file_size\":%llu,\"version\":\"%u.%u\",\"mode\":\"%s\",\"mode_id\":%u,",
 	       (unsigned long long)info->file_size, info->version >> 16, info->version & 0xffff,
 	       mode_name(info->mode), info->mode);
 	printf("\"model\":{\"architecture\":");
-	json_cstr(stdout, info->architecture);
+	json_fstr(stdout, info->architecture, JSON_ESC_SHORT);
 	printf(",\"name\":");
-	json_cstr(stdout, info->model_name);
+	json_fstr(stdout, info->model_name, JSON_ESC_SHORT);
 	printf(",\"identity\":\"%s\"},", hex);
 	printf("\"n_layer\":%d,\"n_head_kv\":%d,\"head_dim\":%d,\"n_vocab\":%d,\"n_tokens\":%d,", info->n_layer,
 	       info->n_head_kv, info->head_dim, info->n_vocab, info->n_tokens);
@@ -1236,7 +1131,7 @@ static void print_json(const report *r, const char *svg_path)
 	for (int i = 0; i < n; i++) {
 		const hsq_snapshot_section_info *s = &info->sections[i];
 		printf("%s{\"name\":", i ? "," : "");
-		json_cstr(stdout, s->name);
+		json_fstr(stdout, s->name, JSON_ESC_SHORT);
 		printf(",\"offset\":%llu,\"stored_size\":%llu,\"raw_size\":%llu,\"codec\":\"%s\",\"checksum\":\"%s\"}",
 		       (unsigned long long)s->offset, (unsigned long long)s->size, (unsigned long long)s->raw_size,
 		       codec_name(s->codec), s->checksum_ok > 0 ? "ok" : s->checksum_ok == 0 ? "bad" : "unverified");
@@ -1252,7 +1147,7 @@ static void print_json(const report *r, const char *svg_path)
 	}
 	if (r->text) {
 		printf(",\"text\":");
-		json_string(stdout, r->text, r->text_len);
+		json_fstr_n(stdout, r->text, r->text_len, JSON_ESC_SHORT);
 	}
 	if (r->trace)
 		json_trace(r, svg_path);

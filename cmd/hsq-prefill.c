@@ -4,7 +4,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "common/cli.h"
+#include "common/tier_options.h"
 
 static const char PROG[] = "hsq-prefill";
 static const char USAGE[] = "hsq-prefill [-m MODEL] [--mode hsq|quant|full|streaming|snapkv] -o OUT.hsq [-f FILE] [options] < DOCUMENT";
@@ -13,27 +14,14 @@ static const char DESCRIPTION[] =
 	"the context (tokens and KV cache) to a snapshot, atomically. The default mode, hsq,\n"
 	"stores the three-tier compressed cache (hsq(7)).";
 
-enum { OPT_MODE = 256, OPT_CHAT, OPT_SYSTEM, OPT_ZSTD, OPT_SINKS, OPT_WINDOW, OPT_L1, OPT_GROUP, OPT_MEDIUM,
-       OPT_OBS, OPT_READER, OPT_COMPRESSOR, OPT_KEEP, OPT_SEED, OPT_RESIDUAL,
-       OPT_ROUNDING };
+enum { OPT_MODE = 256, OPT_CHAT, OPT_SYSTEM, OPT_ZSTD };
 
 static const cli_option options[] = {
 	{ "model", 'm', "FILE", "GGUF model (default: $HSQ_MODEL or the installed default)", 'm' },
 	{ "output", 'o', "FILE", "snapshot to write (required)", 'o' },
 	{ "file", 'f', "FILE", "read the document from FILE instead of standard input", 'f' },
 	{ "mode", 0, "MODE", "hsq (default: L1 + L2 summaries + L3 archive), quant (4-bit), full (fp32), streaming, snapkv", OPT_MODE },
-	{ "sinks", 0, "N", "hsq: first tokens kept in L1 (default 4)", OPT_SINKS },
-	{ "window", 0, "N", "hsq: most recent tokens kept in L1 (default 64)", OPT_WINDOW },
-	{ "l1-fraction", 0, "F", "hsq: share of other tokens the reader flags into L1, 0..1 (default 0.03)", OPT_L1 },
-	{ "group-size", 0, "N", "hsq: tokens per L2 group, 8 or 16 (default 16)", OPT_GROUP },
-	{ "medium-fraction", 0, "F", "hsq: share of 16-token blocks split into medium groups of 8 (default 0.25)", OPT_MEDIUM },
-	{ "obs-window", 0, "N", "reader: last tokens whose queries it observes, 1..64 (default 32)", OPT_OBS },
-	{ "reader", 0, "NAME", "obs-attention (default) or key-norm", OPT_READER },
-	{ "compressor", 0, "NAME", "obs-weighted (default) or mean", OPT_COMPRESSOR },
-	{ "keep", 0, "N", "streaming/snapkv: tokens kept per head (default: the bytes of hsq's fast tier)", OPT_KEEP },
-	{ "residual-heads", 0, "N", "hsq: heads whose keys get a residual code (about 8 bits); 'default' (the retrieval heads), 'all', 0 = none", OPT_RESIDUAL },
-	{ "key-rounding", 0, "HOW", "4-bit key codes: query (default: the levels whose error the observation queries see least) or nearest", OPT_ROUNDING },
-	{ "seed", 0, "N", "TurboQuant rotation seed (default 310635462657)", OPT_SEED },
+	TIER_COMPRESSION_OPTIONS,
 	{ "threads", 't', "N", "CPU threads (default: all cores)", 't' },
 	{ "ctx-size", 'c', "N", "context size in tokens (default: the model's)", 'c' },
 	{ "batch-size", 'b', "N", "tokens per forward chunk (default 512)", 'b' },
@@ -49,10 +37,10 @@ int main(int argc, char **argv)
 	const char *model_arg = NULL, *out_path = NULL, *in_path = "-", *system = NULL;
 	int chat = 0, verbose = 0, zstd_level = 3;
 	hsq_snapshot_mode mode = HSQ_MODE_HSQ;
-	hsq_tier_params tp = hsq_tier_default_params();
-	int tier_opts = 0;
+	tier_options tier;
 	hsq_context_params cp = hsq_context_default_params();
 	cli_parser p;
+	tier_options_init(&tier);
 	cli_init(&p, PROG, options);
 	for (int c; (c = cli_next(&p, argc, argv, USAGE, DESCRIPTION)) != -1;) {
 		switch (c) {
@@ -63,48 +51,6 @@ int main(int argc, char **argv)
 			if (hsq_mode_parse(optarg, &mode))
 				cli_usage_error(PROG, "--mode '%s' is unknown; use hsq, quant, full, streaming or snapkv", optarg);
 			break;
-		case OPT_SINKS: tp.sinks = (int)cli_long(PROG, "--sinks", optarg, 0, 1 << 20); tier_opts++; break;
-		case OPT_WINDOW: tp.window = (int)cli_long(PROG, "--window", optarg, 1, 1 << 20); tier_opts++; break;
-		case OPT_L1: tp.l1_fraction = (float)cli_double(PROG, "--l1-fraction", optarg, 0, 1); tier_opts++; break;
-		case OPT_GROUP:
-			tp.group_size = (int)cli_long(PROG, "--group-size", optarg, 8, 16);
-			if (tp.group_size != 8 && tp.group_size != 16)
-				cli_usage_error(PROG, "--group-size %s is not supported; use 8 or 16", optarg);
-			tier_opts++;
-			break;
-		case OPT_MEDIUM:
-			tp.medium_fraction = (float)cli_double(PROG, "--medium-fraction", optarg, 0, 1);
-			tier_opts++;
-			break;
-		case OPT_OBS: tp.obs_window = (int)cli_long(PROG, "--obs-window", optarg, 1, HSQ_OBS_MAX); tier_opts++; break;
-		case OPT_READER:
-			if (!strcmp(optarg, "obs-attention"))
-				tp.reader = HSQ_READER_OBS_ATTENTION;
-			else if (!strcmp(optarg, "key-norm"))
-				tp.reader = HSQ_READER_KEY_NORM;
-			else
-				cli_usage_error(PROG, "--reader '%s' is unknown; use obs-attention or key-norm", optarg);
-			tier_opts++;
-			break;
-		case OPT_COMPRESSOR:
-			if (!strcmp(optarg, "mean"))
-				tp.compressor = HSQ_COMPRESSOR_MEAN;
-			else if (!strcmp(optarg, "obs-weighted"))
-				tp.compressor = HSQ_COMPRESSOR_OBS_WEIGHTED;
-			else
-				cli_usage_error(PROG, "--compressor '%s' is unknown; use obs-weighted or mean", optarg);
-			tier_opts++;
-			break;
-		case OPT_KEEP: tp.keep = (int)cli_long(PROG, "--keep", optarg, 1, 1 << 24); tier_opts++; break;
-		case OPT_RESIDUAL:
-			tp.residual_heads = cli_residual_heads(PROG, optarg);
-			tier_opts++;
-			break;
-		case OPT_ROUNDING:
-			tp.key_rounding = cli_key_rounding(PROG, optarg);
-			tier_opts++;
-			break;
-		case OPT_SEED: tp.seed = (uint64_t)cli_long(PROG, "--seed", optarg, 0, 0x7fffffffffffffffL); tier_opts++; break;
 		case 't': cp.n_threads = (int)cli_long(PROG, "-t", optarg, 1, 256); break;
 		case 'c': cp.n_ctx = (int)cli_long(PROG, "-c", optarg, 1, 1 << 24); break;
 		case 'b': cp.n_batch = (int)cli_long(PROG, "-b", optarg, 1, 1 << 16); break;
@@ -112,6 +58,7 @@ int main(int argc, char **argv)
 		case OPT_SYSTEM: system = optarg; break;
 		case OPT_ZSTD: zstd_level = (int)cli_long(PROG, "--zstd-level", optarg, 1, 19); break;
 		case 'v': verbose = 1; break;
+		default: tier_option(&tier, PROG, c, optarg); break;
 		}
 	}
 	cli_free(&p);
@@ -122,7 +69,7 @@ int main(int argc, char **argv)
 		cli_usage_error(PROG, "no output file: pass -o OUT.hsq");
 	if (system && !chat)
 		cli_usage_error(PROG, "--system only applies with --chat");
-	if (tier_opts && mode == HSQ_MODE_FULL)
+	if (tier.n_params && mode == HSQ_MODE_FULL)
 		cli_usage_error(PROG, "tier options (--sinks, --window, ...) do not apply to --mode full");
 
 	size_t doc_len;
@@ -186,7 +133,7 @@ int main(int argc, char **argv)
 	if (verbose && progress)
 		fprintf(stderr, "\n");
 	double t1 = cli_now();
-	if ((st = hsq_context_compress(ctx, mode, &tp)))
+	if ((st = hsq_context_compress(ctx, mode, &tier.params)))
 		cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
 	double t_compress = cli_now() - t1;
 	t1 = cli_now();

@@ -4,7 +4,7 @@
 # tree's completions/) from the tools' own option tables.
 #
 # For every executable BINDIR/hsq-* it runs `TOOL --dump-options` (the hidden
-# option of the tools built on cmd/cli.c: one "--long<TAB>-s<TAB>ARG" line per
+# option of the tools built on cmd/common/cli.c: one "--long<TAB>-s<TAB>ARG" line per
 # option) and `TOOL --help` (descriptions, the usage line). A tool without
 # --dump-options (plain getopt_long) is described from its --help alone.
 # Subcommands (a lowercase word after the tool's name in a usage line, or the

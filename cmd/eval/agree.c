@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval.h"
+#include "docs.h"
+#include "driver.h"
 
 static const char USAGE[] = "hsq-eval agree [options] FILE...";
 static const char DESCRIPTION[] =
@@ -27,8 +28,6 @@ static const cli_option options[] = {
 	{ "context", 0, "N", "context tokens per document (default 2048)", OPT_CONTEXT },
 	{ "generate", 0, "M", "tokens full generates and the others are compared on (default 256)", OPT_GENERATE },
 	{ "join", 0, NULL, "concatenate the files and cut them into samples of N tokens", OPT_JOIN },
-	EVAL_JOBS_OPTION,
-	EVAL_COMMON_OPTIONS,
 	{ 0 },
 };
 
@@ -41,34 +40,38 @@ typedef struct agree_opts {
 
 typedef struct agree_run {
 	const agree_opts *o;
-	eval_runner R;
+	eval_runner *R;
 	eval_docs D;
 	hsq_token *gen; /* full's greedy tokens */
 } agree_run;
 
-static void parse(int argc, char **argv, agree_opts *o)
+static agree_opts opts;
+static agree_run state = { .o = &opts };
+
+static eval_common *init(void)
 {
-	cli_parser p;
-	eval_common_init(&o->c, "agree");
-	o->context = 2048;
-	o->generate = 256;
-	cli_init(&p, EVAL_PROG, options);
-	for (int c; (c = cli_next(&p, argc, argv, USAGE, DESCRIPTION)) != -1;) {
-		switch (c) {
-		case OPT_CONTEXT: o->context = (int)cli_long(EVAL_PROG, "--context", optarg, 64, 1 << 20); break;
-		case OPT_GENERATE: o->generate = (int)cli_long(EVAL_PROG, "--generate", optarg, 1, 1 << 20); break;
-		case OPT_JOIN: o->join = 1; break;
-		default:
-			if (!eval_common_option(&o->c, c, optarg))
-				cli_usage_error(EVAL_PROG, "unhandled option"); /* table and switch disagree: a bug */
-		}
+	eval_common_init(&opts.c, "agree");
+	opts.context = 2048;
+	opts.generate = 256;
+	return &opts.c;
+}
+
+static int option(int id, const char *value)
+{
+	switch (id) {
+	case OPT_CONTEXT: opts.context = (int)cli_long(EVAL_PROG, "--context", value, 64, 1 << 20); return 1;
+	case OPT_GENERATE: opts.generate = (int)cli_long(EVAL_PROG, "--generate", value, 1, 1 << 20); return 1;
+	case OPT_JOIN: opts.join = 1; return 1;
+	default: return 0;
 	}
-	cli_free(&p);
-	if (optind >= argc)
+}
+
+static void args(int argc, char **argv)
+{
+	if (argc == 0)
 		cli_usage_error(EVAL_PROG, "agree needs at least one document FILE");
-	o->n_files = argc - optind;
-	o->files = argv + optind;
-	eval_common_finish(&o->c);
+	opts.n_files = argc;
+	opts.files = argv;
 }
 
 /* ---------------------------------------------------------------- run */
@@ -77,11 +80,11 @@ static void parse(int argc, char **argv, agree_opts *o)
  * positions; *first_div the first mismatch, or -1. */
 static int follow(agree_run *A, hsq_context *ctx, int is_full, int *first_div)
 {
-	const int M = A->o->generate, V = A->R.mi.n_vocab;
+	const int M = A->o->generate, V = A->R->mi.n_vocab;
 	int agree = 0;
 	*first_div = -1;
 	for (int i = 0; i < M; i++) {
-		hsq_token best = eval_argmax(A->R.logits, V);
+		hsq_token best = eval_argmax(A->R->logits, V);
 		if (is_full)
 			A->gen[i] = best;
 		if (best == A->gen[i])
@@ -89,7 +92,7 @@ static int follow(agree_run *A, hsq_context *ctx, int is_full, int *first_div)
 		else if (*first_div < 0)
 			*first_div = i;
 		if (i + 1 < M) /* the last token's successor is never compared */
-			eval_eval(&A->R, ctx, &A->gen[i], 1, A->R.logits, 0);
+			eval_eval(A->R, ctx, &A->gen[i], 1, A->R->logits, 0);
 	}
 	return agree;
 }
@@ -98,16 +101,16 @@ static void run_doc(agree_run *A, eval_log *L, int d)
 {
 	const agree_opts *o = A->o;
 	const eval_doc *doc = &A->D.docs[d];
-	const int N = o->context, n_obs = A->R.n_obs;
+	const int N = o->context, n_obs = A->R->n_obs;
 	double t0 = cli_now();
-	eval_prefill(&A->R, doc->toks, (size_t)(N - n_obs), N + o->generate);
+	eval_prefill(A->R, doc->toks, (size_t)(N - n_obs), N + o->generate);
 	sbuf r = { 0 }, line = { 0 };
 	sb_printf(&r, "{\"record\":\"document\",\"index\":%d,\"name\":", d);
 	sb_jstr(&r, doc->name);
 	sb_printf(&r, ",\"methods\":{");
 	for (int m = 0; m < o->c.n_methods; m++) { /* full is methods[0]: its tokens come first */
 		hsq_snapshot_mode mode = o->c.methods[m];
-		hsq_context *ctx = eval_open(&A->R, mode, doc->toks + N - n_obs, N + o->generate, NULL);
+		hsq_context *ctx = eval_open(A->R, mode, doc->toks + N - n_obs, N + o->generate, NULL);
 		uint64_t fast = eval_fast_bytes(ctx);
 		int first;
 		int agree = follow(A, ctx, m == 0, &first);
@@ -258,7 +261,7 @@ static void print_table(const summary *S)
 	char b[32];
 	printf("hsq-eval agree: %s; %d document%s, context %d, %d generated tokens%s, budget %s\n\n", S->model, S->n,
 	       S->n == 1 ? "" : "s", o->context, o->generate, o->join ? " (joined samples)" : "",
-	       eval_budget_name(o->c.budget, b, sizeof b));
+	       tier_budget_name(o->c.tier.budget, b, sizeof b));
 	printf("%-24s", "document");
 	for (int m = 1; m < M; m++)
 		printf(" %18s", hsq_mode_name(o->c.methods[m]));
@@ -402,7 +405,7 @@ static char *make_config(const agree_run *A)
 {
 	sbuf b = { 0 };
 	sb_printf(&b, "{");
-	eval_runner_config(&A->R, &b);
+	eval_runner_config(A->R, &b);
 	sb_printf(&b, ",\"context\":%d,\"generate\":%d,\"join\":%s,", A->o->context, A->o->generate,
 		  A->o->join ? "true" : "false");
 	eval_docs_config(&A->D, &b);
@@ -410,65 +413,106 @@ static char *make_config(const agree_run *A)
 	return b.s;
 }
 
-int eval_agree(int argc, char **argv)
+static const json_value **done_docs; /* [document]: its record in the log, or NULL */
+static summary sums = { .o = &opts, .D = &state.D };
+
+static char *setup(eval_runner *R)
 {
-	static agree_opts o;
-	static agree_run A;
-	A.o = &o;
-	parse(argc, argv, &o);
-	eval_runner_init(&A.R, &o.c);
-	if (o.context + o.generate > A.R.mi.n_ctx_train)
+	state.R = R;
+	if (opts.context + opts.generate > R->mi.n_ctx_train)
 		cli_usage_error(EVAL_PROG, "--context %d plus --generate %d exceed the model's context of %d tokens",
-				o.context, o.generate, A.R.mi.n_ctx_train);
-	eval_docs_load(&A.D, &A.R, o.n_files, o.files, o.context, o.join);
-	char *config = make_config(&A);
-	eval_file json, csv;
-	eval_file_open(&json, o.c.json_path);
-	eval_file_open(&csv, o.c.csv_path);
-	if (o.c.report_dir)
-		eval_report_dir(o.c.report_dir);
-	A.gen = malloc((size_t)o.generate * sizeof *A.gen);
-	const json_value **done = malloc((size_t)A.D.n * sizeof *done);
-	if (!A.gen || !done)
+				opts.context, opts.generate, R->mi.n_ctx_train);
+	eval_docs_load(&state.D, R, opts.n_files, opts.files, opts.context, opts.join);
+	char *config = make_config(&state);
+	state.gen = malloc((size_t)opts.generate * sizeof *state.gen);
+	done_docs = malloc((size_t)state.D.n * sizeof *done_docs);
+	if (!state.gen || !done_docs)
 		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
-
-	eval_log L;
-	eval_log_open(&L, &o.c, config, check_record, &A);
-	int n_done = eval_doc_records(&L, &A.D, done);
-	if (n_done)
-		eval_progress(&o.c, "%d document%s in %s already", n_done, n_done == 1 ? " is" : "s are", L.path);
-	int job = o.c.summarize ? -1 : eval_jobs_fork(&o.c, &A.R, &L); /* -1: nothing to run here */
-	if (job >= 0) {
-		int rank = 0;
-		for (int d = 0; d < A.D.n; d++)
-			if (A.D.docs[d].toks && !done[d] && rank++ % o.c.jobs == job)
-				run_doc(&A, &L, d);
-		eval_jobs_done(&o.c, &A.R, &L);
-	}
-
-	summary S = { .o = &o, .D = &A.D, .config = config, .model = A.R.mi.name };
-	summarize(&A, &L, &S);
-	print_table(&S);
-	if (json.f)
-		write_json(json.f, &S);
-	if (csv.f)
-		write_csv(csv.f, &S);
-	eval_file_commit(&json);
-	eval_file_commit(&csv);
-	if (o.c.report_dir) {
-		eval_report_write(o.c.report_dir, "report.md", write_markdown, &S);
-		eval_report_write(o.c.report_dir, "agree.svg", write_svg, &S);
-	}
-	eval_flush_stdout();
-	eval_log_close(&L);
-	free(S.index);
-	free(S.agree);
-	free(S.first);
-	free(S.m);
-	free(done);
-	free(A.gen);
-	free(config);
-	eval_docs_free(&A.D);
-	eval_runner_free(&A.R);
-	return EXIT_OK;
+	sums.config = config;
+	sums.model = R->mi.name;
+	return config;
 }
+
+static void resumed(const eval_log *L)
+{
+	int n_done = eval_doc_records(L, &state.D, done_docs);
+	if (n_done)
+		eval_progress(&opts.c, "%d document%s in %s already", n_done, n_done == 1 ? " is" : "s are", L->path);
+}
+
+static size_t count(void)
+{
+	return (size_t)state.D.n;
+}
+
+static int pending(size_t d)
+{
+	return state.D.docs[d].toks && !done_docs[d];
+}
+
+static void run(eval_log *L, size_t d)
+{
+	run_doc(&state, L, (int)d);
+}
+
+static void summarize_log(const eval_log *L)
+{
+	summarize(&state, L, &sums);
+}
+
+static void print(void)
+{
+	print_table(&sums);
+}
+
+static void json_out(FILE *f)
+{
+	write_json(f, &sums);
+}
+
+static void csv_out(FILE *f)
+{
+	write_csv(f, &sums);
+}
+
+static void report(const char *dir)
+{
+	eval_report_write(dir, "report.md", write_markdown, &sums);
+	eval_report_write(dir, "agree.svg", write_svg, &sums);
+}
+
+static void done(void)
+{
+	free(sums.index);
+	free(sums.agree);
+	free(sums.first);
+	free(sums.m);
+	free(done_docs);
+	free(state.gen);
+	eval_docs_free(&state.D);
+}
+
+const eval_sub eval_agree = {
+	.name = "agree",
+	.summary = "greedy agreement with full, teacher-forced on full's tokens",
+	.usage = USAGE,
+	.description = DESCRIPTION,
+	.options = options,
+	.jobs = 1,
+	.init = init,
+	.option = option,
+	.args = args,
+	.setup = setup,
+	.write_json = json_out,
+	.write_csv = csv_out,
+	.check = check_record,
+	.check_user = &state,
+	.resumed = resumed,
+	.count = count,
+	.pending = pending,
+	.run = run,
+	.summarize = summarize_log,
+	.print = print,
+	.report = report,
+	.done = done,
+};

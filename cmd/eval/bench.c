@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "eval.h"
+#include "driver.h"
 
 static const char USAGE[] = "hsq-eval bench [options] --text FILE";
 static const char DESCRIPTION[] =
@@ -30,7 +30,6 @@ static const cli_option options[] = {
 	{ "lengths", 0, "LIST", "comma-separated context lengths in tokens, capped at the model's (default 2048,4096,8192)",
 	  OPT_LENGTHS },
 	{ "decode", 0, "N", "decode steps timed per method (default 64)", OPT_DECODE },
-	EVAL_COMMON_OPTIONS,
 	{ 0 },
 };
 
@@ -48,42 +47,46 @@ typedef struct bench_opts {
 
 typedef struct bench_run {
 	bench_opts *o;
-	eval_runner R;
+	eval_runner *R;
 	hsq_token *text;
 	size_t n_text;
 	char text_hash[17];
 } bench_run;
 
-static void parse(int argc, char **argv, bench_opts *o)
+static bench_opts opts;
+static bench_run state = { .o = &opts };
+
+static eval_common *init(void)
 {
-	cli_parser p;
-	eval_common_init(&o->c, "bench");
-	o->n_len = 3;
-	o->lengths[0] = 2048;
-	o->lengths[1] = 4096;
-	o->lengths[2] = 8192;
-	o->decode = 64;
-	cli_init(&p, EVAL_PROG, options);
-	for (int c; (c = cli_next(&p, argc, argv, USAGE, DESCRIPTION)) != -1;) {
-		switch (c) {
-		case OPT_TEXT: o->text = optarg; break;
-		case OPT_LENGTHS:
-			o->n_len = eval_parse_ints("--lengths", optarg, 64, 1 << 20, o->lengths, EVAL_MAX_LIST);
-			break;
-		case OPT_DECODE: o->decode = (int)cli_long(EVAL_PROG, "--decode", optarg, 1, 1 << 16); break;
-		default:
-			if (!eval_common_option(&o->c, c, optarg))
-				cli_usage_error(EVAL_PROG, "unhandled option"); /* table and switch disagree: a bug */
-		}
+	eval_common_init(&opts.c, "bench");
+	opts.n_len = 3;
+	opts.lengths[0] = 2048;
+	opts.lengths[1] = 4096;
+	opts.lengths[2] = 8192;
+	opts.decode = 64;
+	return &opts.c;
+}
+
+static int option(int id, const char *value)
+{
+	switch (id) {
+	case OPT_TEXT: opts.text = value; return 1;
+	case OPT_LENGTHS:
+		opts.n_len = eval_parse_ints("--lengths", value, 64, 1 << 20, opts.lengths, EVAL_MAX_LIST);
+		return 1;
+	case OPT_DECODE: opts.decode = (int)cli_long(EVAL_PROG, "--decode", value, 1, 1 << 16); return 1;
+	default: return 0;
 	}
-	cli_free(&p);
-	if (optind < argc)
-		cli_usage_error(EVAL_PROG, "bench takes no arguments ('%s' is extra); the text goes to --text", argv[optind]);
-	if (!o->text)
+}
+
+static void args(int argc, char **argv)
+{
+	if (argc > 0)
+		cli_usage_error(EVAL_PROG, "bench takes no arguments ('%s' is extra); the text goes to --text", argv[0]);
+	if (!opts.text)
 		cli_usage_error(EVAL_PROG, "bench needs --text FILE, the text the contexts are cut from");
-	if (!*o->text)
+	if (!*opts.text)
 		cli_usage_error(EVAL_PROG, "--text needs a non-empty path");
-	eval_common_finish(&o->c);
 }
 
 /* Lengths above what the model holds (with the decode steps) are capped,
@@ -91,15 +94,15 @@ static void parse(int argc, char **argv, bench_opts *o)
 static void cap_lengths(bench_run *B)
 {
 	bench_opts *o = B->o;
-	int limit = B->R.mi.n_ctx_train - o->decode, n = 0;
+	int limit = B->R->mi.n_ctx_train - o->decode, n = 0;
 	if (limit < 64)
 		cli_usage_error(EVAL_PROG, "--decode %d leaves no room in the model's context of %d tokens", o->decode,
-				B->R.mi.n_ctx_train);
+				B->R->mi.n_ctx_train);
 	for (int i = 0; i < o->n_len; i++) {
 		int L = o->lengths[i] > limit ? limit : o->lengths[i], dup = 0;
 		if (L != o->lengths[i])
 			fprintf(stderr, "%s: --lengths %d capped at %d: the model's context is %d tokens, %d of them for "
-					"decoding\n", EVAL_PROG, o->lengths[i], L, B->R.mi.n_ctx_train, o->decode);
+					"decoding\n", EVAL_PROG, o->lengths[i], L, B->R->mi.n_ctx_train, o->decode);
 		for (int j = 0; j < n; j++)
 			dup |= o->lengths[j] == L;
 		if (!dup)
@@ -112,9 +115,9 @@ static void cap_lengths(bench_run *B)
  * model wants one). */
 static hsq_token text_at(const bench_run *B, size_t i)
 {
-	if (B->R.mi.add_bos && B->R.mi.bos >= 0) {
+	if (B->R->mi.add_bos && B->R->mi.bos >= 0) {
 		if (i == 0)
-			return B->R.mi.bos;
+			return B->R->mi.bos;
 		i--;
 	}
 	return B->text[i % B->n_text];
@@ -129,7 +132,7 @@ static uint64_t file_size(const char *path)
 /* One method at one length: values[N_B]. */
 static void measure(bench_run *B, hsq_snapshot_mode mode, const hsq_token *toks, int L, double *v)
 {
-	eval_runner *R = &B->R;
+	eval_runner *R = B->R;
 	const int D = B->o->decode, n_ctx = L + D;
 	hsq_context *ctx = eval_open(R, mode, toks + L - R->n_obs, n_ctx, &v[B_COMPRESS]);
 	hsq_tier_stats ts = eval_tier_stats(ctx);
@@ -167,10 +170,10 @@ static void run_length(bench_run *B, eval_log *L, int li)
 		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
 	for (int i = 0; i < len + o->decode; i++)
 		toks[i] = text_at(B, (size_t)i);
-	double t_prefill = eval_prefill(&B->R, toks, (size_t)(len - B->R.n_obs), len + o->decode);
+	double t_prefill = eval_prefill(B->R, toks, (size_t)(len - B->R->n_obs), len + o->decode);
 	sbuf r = { 0 };
 	sb_printf(&r, "{\"record\":\"length\",\"length\":%d,\"prefill_tokens\":%d,\"prefill_s\":", len,
-		  len - B->R.n_obs);
+		  len - B->R->n_obs);
 	sb_jnum(&r, t_prefill);
 	sb_printf(&r, ",\"methods\":{");
 	for (int m = 0; m < M; m++) {
@@ -303,7 +306,7 @@ static void print_table(const summary *S)
 	char b[32];
 	printf("hsq-eval bench: %s; %d decode steps, %d thread%s%s, budget %s\n", S->model, o->decode, o->c.threads,
 	       o->c.threads == 1 ? "" : "s", o->c.threads ? "" : " (0: all cores)",
-	       eval_budget_name(o->c.budget, b, sizeof b));
+	       tier_budget_name(o->c.tier.budget, b, sizeof b));
 	printf("ratios (x) are to full at the same length; peak RSS is the process's peak so far (it only grows "
 	       "within a run).\n\n");
 	printf("%6s %-9s %9s %9s %16s %18s %10s %17s %15s %17s %16s\n", "length", "method", "prefill/s", "compress",
@@ -425,7 +428,7 @@ static void load_text(bench_run *B)
 		cli_die(EVAL_PROG, EXIT_INPUT, "--text %s is %s; give a text file", B->o->text,
 			len ? "not text (it holds a NUL byte)" : "empty");
 	eval_fnv1a_hex(text, len, B->text_hash);
-	B->text = eval_tokenize(B->R.model, text, len, 0, 0, &B->n_text, B->o->text);
+	B->text = eval_tokenize(B->R->model, text, len, 0, 0, &B->n_text, B->o->text);
 	free(text);
 	if (B->n_text == 0)
 		cli_die(EVAL_PROG, EXIT_INPUT, "--text %s holds no tokens; give a text file", B->o->text);
@@ -437,7 +440,7 @@ static char *make_config(const bench_run *B)
 	const char *base = strrchr(o->text, '/') ? strrchr(o->text, '/') + 1 : o->text;
 	sbuf b = { 0 };
 	sb_printf(&b, "{");
-	eval_runner_config(&B->R, &b);
+	eval_runner_config(B->R, &b);
 	sb_printf(&b, ",\"threads\":%d,\"lengths\":[", o->c.threads);
 	for (int i = 0; i < o->n_len; i++)
 		sb_printf(&b, "%s%d", i ? "," : "", o->lengths[i]);
@@ -447,55 +450,102 @@ static char *make_config(const bench_run *B)
 	return b.s;
 }
 
-int eval_bench(int argc, char **argv)
-{
-	static bench_opts o;
-	static bench_run B;
-	B.o = &o;
-	parse(argc, argv, &o);
-	eval_runner_init(&B.R, &o.c);
-	cap_lengths(&B);
-	load_text(&B);
-	char *config = make_config(&B);
-	eval_file json, csv;
-	eval_file_open(&json, o.c.json_path);
-	eval_file_open(&csv, o.c.csv_path);
-	if (o.c.report_dir)
-		eval_report_dir(o.c.report_dir);
+static summary sums = { .o = &opts };
 
-	eval_log L;
-	eval_log_open(&L, &o.c, config, check_record, &o);
-	summary S = { .o = &o, .config = config, .model = B.R.mi.name, .n_obs = B.R.n_obs };
-	summarize(&B, &L, &S);
-	if (L.n)
-		eval_progress(&o.c, "%zu of %d lengths are in %s already", L.n, o.n_len, L.path);
-	for (int li = 0; li < o.n_len; li++) {
-		/* the table has no row for a missing length: refuse rather than print NaN */
-		if (!S.done[li] && o.c.summarize)
+static char *setup(eval_runner *R)
+{
+	state.R = R;
+	cap_lengths(&state);
+	load_text(&state);
+	char *config = make_config(&state);
+	sums.config = config;
+	sums.model = R->mi.name;
+	sums.n_obs = R->n_obs;
+	return config;
+}
+
+/* --summarize cannot leave a length out of the table: it is refused (not
+ * printed as NaN) when the log does not hold it. */
+static void resumed(const eval_log *L)
+{
+	summarize(&state, L, &sums);
+	if (L->n)
+		eval_progress(&opts.c, "%zu of %d lengths are in %s already", L->n, opts.n_len, L->path);
+	for (int li = 0; opts.c.summarize && li < opts.n_len; li++)
+		if (!sums.done[li])
 			cli_die(EVAL_PROG, EXIT_INPUT, "--summarize: length %d is not in %s; run it first (without "
 						       "--summarize), or leave it out of --lengths",
-				o.lengths[li], L.path);
-		if (!S.done[li])
-			run_length(&B, &L, li);
-	}
-	summary_free(&S);
-	summarize(&B, &L, &S);
-	print_table(&S);
-	if (json.f)
-		write_json(json.f, &S);
-	if (csv.f)
-		write_csv(csv.f, &S);
-	eval_file_commit(&json);
-	eval_file_commit(&csv);
-	if (o.c.report_dir) {
-		eval_report_write(o.c.report_dir, "report.md", write_markdown, &S);
-		eval_report_write(o.c.report_dir, "bench-decode.svg", write_svg, &S);
-	}
-	eval_flush_stdout();
-	eval_log_close(&L);
-	summary_free(&S);
-	free(config);
-	hsq_free(B.text);
-	eval_runner_free(&B.R);
-	return EXIT_OK;
+				opts.lengths[li], L->path);
 }
+
+static size_t count(void)
+{
+	return (size_t)opts.n_len;
+}
+
+static int pending(size_t li)
+{
+	return !sums.done[li];
+}
+
+static void run(eval_log *L, size_t li)
+{
+	run_length(&state, L, (int)li);
+}
+
+static void summarize_log(const eval_log *L)
+{
+	summary_free(&sums);
+	summarize(&state, L, &sums);
+}
+
+static void print(void)
+{
+	print_table(&sums);
+}
+
+static void json_out(FILE *f)
+{
+	write_json(f, &sums);
+}
+
+static void csv_out(FILE *f)
+{
+	write_csv(f, &sums);
+}
+
+static void report(const char *dir)
+{
+	eval_report_write(dir, "report.md", write_markdown, &sums);
+	eval_report_write(dir, "bench-decode.svg", write_svg, &sums);
+}
+
+static void done(void)
+{
+	summary_free(&sums);
+	hsq_free(state.text);
+}
+
+const eval_sub eval_bench = {
+	.name = "bench",
+	.summary = "speed, tier sizes, snapshot size and memory per method and length",
+	.usage = USAGE,
+	.description = DESCRIPTION,
+	.options = options,
+	.init = init,
+	.option = option,
+	.args = args,
+	.setup = setup,
+	.write_json = json_out,
+	.write_csv = csv_out,
+	.check = check_record,
+	.check_user = &opts,
+	.resumed = resumed,
+	.count = count,
+	.pending = pending,
+	.run = run,
+	.summarize = summarize_log,
+	.print = print,
+	.report = report,
+	.done = done,
+};

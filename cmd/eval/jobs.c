@@ -23,7 +23,8 @@
 #include <sys/prctl.h>
 #endif
 
-#include "eval.h"
+#include "common/cleanup.h"
+#include "jobs.h"
 
 static pid_t workers[EVAL_MAX_JOBS]; /* 0: not running */
 
@@ -44,7 +45,7 @@ static void become_worker(const eval_common *c, eval_runner *R, eval_log *L, int
 #endif
 	if (getppid() != parent)
 		_exit(EXIT_FAILURE_RUNTIME);
-	eval_cleanup_reset();
+	cleanup_reset();
 	eval_progress_tag(w, c->jobs);
 	eval_runner_tmpdir(R);
 	eval_log_share(L);

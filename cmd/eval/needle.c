@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "eval.h"
+#include "driver.h"
 
 #define N_ANSWER 24   /* greedy answer tokens */
 #define LOGP_RESAMPLES 10000 /* bootstrap of the paired log-probability difference */
@@ -46,8 +46,6 @@ static const cli_option options[] = {
 	{ "keys", 0, "K", "needles per haystack, 1..16; one is asked (default 1)", OPT_KEYS },
 	{ "seed", 0, "S", "seed of the needles and haystack offsets (default 1)", OPT_SEED },
 	{ "margin", 0, "PP", "TOST equivalence margin, percentage points (default 5)", OPT_MARGIN },
-	EVAL_JOBS_OPTION,
-	EVAL_COMMON_OPTIONS,
 	{ 0 },
 };
 
@@ -86,7 +84,7 @@ typedef struct trial {
 
 typedef struct needle_run {
 	needle_opts *o;
-	eval_runner R;
+	eval_runner *R;
 	hsq_token *hay;
 	size_t n_hay;
 	char hay_hash[EVAL_MAX_FILES][17];
@@ -140,50 +138,54 @@ static int trial_selected(const needle_opts *o, int t)
 	return 0;
 }
 
-static void parse(int argc, char **argv, needle_opts *o)
+static needle_opts opts;
+static needle_run state = { .o = &opts };
+
+static eval_common *init(void)
 {
-	cli_parser p;
-	eval_common_init(&o->c, "needle");
-	o->n_len = 2;
-	o->lengths[0] = 2048;
-	o->lengths[1] = 4096;
-	o->n_depth = 5;
+	eval_common_init(&opts.c, "needle");
+	opts.n_len = 2;
+	opts.lengths[0] = 2048;
+	opts.lengths[1] = 4096;
+	opts.n_depth = 5;
 	for (int i = 0; i < 5; i++)
-		o->depths[i] = 10 + 20 * i;
-	o->trials = 10;
-	o->keys = 1;
-	o->seed = 1;
-	o->margin = 0.05;
-	cli_init(&p, EVAL_PROG, options);
-	for (int c; (c = cli_next(&p, argc, argv, USAGE, DESCRIPTION)) != -1;) {
-		switch (c) {
-		case OPT_HAYSTACK: o->n_hay = eval_parse_files("--haystack", optarg, o->hay, EVAL_MAX_FILES); break;
-		case OPT_LENGTHS:
-			o->n_len = eval_parse_ints("--lengths", optarg, 128, 1 << 20, o->lengths, EVAL_MAX_LIST);
-			break;
-		case OPT_DEPTHS: o->n_depth = eval_parse_ints("--depths", optarg, 0, 100, o->depths, EVAL_MAX_LIST); break;
-		case OPT_TRIALS: o->trials = (int)cli_long(EVAL_PROG, "--trials", optarg, 1, 100000); break;
-		case OPT_ONLY_TRIALS: parse_only_trials(o, optarg); break;
-		case OPT_KEYS: o->keys = (int)cli_long(EVAL_PROG, "--keys", optarg, 1, MAX_KEYS); break;
-		case OPT_SEED: o->seed = (uint64_t)cli_long(EVAL_PROG, "--seed", optarg, 0, 0x7fffffffffffffffL); break;
-		case OPT_MARGIN: o->margin = cli_double(EVAL_PROG, "--margin", optarg, 0, 100) / 100; break;
-		default:
-			if (!eval_common_option(&o->c, c, optarg))
-				cli_usage_error(EVAL_PROG, "unhandled option"); /* table and switch disagree: a bug */
-		}
+		opts.depths[i] = 10 + 20 * i;
+	opts.trials = 10;
+	opts.keys = 1;
+	opts.seed = 1;
+	opts.margin = 0.05;
+	return &opts.c;
+}
+
+static int option(int id, const char *value)
+{
+	switch (id) {
+	case OPT_HAYSTACK: opts.n_hay = eval_parse_files("--haystack", value, opts.hay, EVAL_MAX_FILES); return 1;
+	case OPT_LENGTHS:
+		opts.n_len = eval_parse_ints("--lengths", value, 128, 1 << 20, opts.lengths, EVAL_MAX_LIST);
+		return 1;
+	case OPT_DEPTHS: opts.n_depth = eval_parse_ints("--depths", value, 0, 100, opts.depths, EVAL_MAX_LIST); return 1;
+	case OPT_TRIALS: opts.trials = (int)cli_long(EVAL_PROG, "--trials", value, 1, 100000); return 1;
+	case OPT_ONLY_TRIALS: parse_only_trials(&opts, value); return 1;
+	case OPT_KEYS: opts.keys = (int)cli_long(EVAL_PROG, "--keys", value, 1, MAX_KEYS); return 1;
+	case OPT_SEED: opts.seed = (uint64_t)cli_long(EVAL_PROG, "--seed", value, 0, 0x7fffffffffffffffL); return 1;
+	case OPT_MARGIN: opts.margin = cli_double(EVAL_PROG, "--margin", value, 0, 100) / 100; return 1;
+	default: return 0;
 	}
-	cli_free(&p);
-	if (optind < argc)
+}
+
+static void args(int argc, char **argv)
+{
+	if (argc > 0)
 		cli_usage_error(EVAL_PROG, "needle takes no arguments ('%s' is extra); the haystack goes to --haystack",
-				argv[optind]);
-	if (!o->n_hay)
+				argv[0]);
+	if (!opts.n_hay)
 		cli_usage_error(EVAL_PROG, "needle needs --haystack FILES, the text the haystacks are cut from");
-	for (int i = 0; i < o->n_only; i++)
-		if (o->only_last[i] >= o->trials)
+	for (int i = 0; i < opts.n_only; i++)
+		if (opts.only_last[i] >= opts.trials)
 			cli_usage_error(EVAL_PROG, "--only-trials names trial %d, but --trials %d has indices 0 to %d; "
 						   "raise --trials or name lower indices",
-					o->only_last[i], o->trials, o->trials - 1);
-	eval_common_finish(&o->c);
+					opts.only_last[i], opts.trials, opts.trials - 1);
 }
 
 /* ------------------------------------------------------------- trials */
@@ -229,7 +231,7 @@ static void draw_needles(const needle_opts *o, trial *T, uint64_t *s)
 
 static hsq_token *tokens_of(const needle_run *N, const char *text, int special, size_t *n)
 {
-	return eval_tokenize(N->R.model, text, strlen(text), 0, special, n, "needle text");
+	return eval_tokenize(N->R->model, text, strlen(text), 0, special, n, "needle text");
 }
 
 static void needle_text(char *buf, size_t cap, const trial *T, int j)
@@ -298,7 +300,7 @@ static void build_prompt(const needle_run *N, trial *T, int length)
  * compressed one is also saved as R->msnap, for reopen_method. */
 static hsq_context *open_method(needle_run *N, const trial *T, hsq_snapshot_mode mode, int length)
 {
-	eval_runner *R = &N->R;
+	eval_runner *R = N->R;
 	hsq_context *ctx = eval_open(R, mode, T->prompt + T->n_context - R->n_obs, length, NULL);
 	hsq_status st;
 	if (mode != HSQ_MODE_FULL && (st = hsq_snapshot_save(ctx, R->msnap, mode, 1)))
@@ -313,7 +315,7 @@ static hsq_context *open_method(needle_run *N, const trial *T, hsq_snapshot_mode
  * would cost more than loading it does). */
 static hsq_context *reopen_method(needle_run *N, const trial *T, hsq_snapshot_mode mode, int length)
 {
-	eval_runner *R = &N->R;
+	eval_runner *R = N->R;
 	if (mode == HSQ_MODE_FULL)
 		return eval_open(R, mode, T->prompt + T->n_context - R->n_obs, length, NULL);
 	hsq_context *ctx = eval_load(R, R->msnap, length, mode);
@@ -324,7 +326,7 @@ static hsq_context *reopen_method(needle_run *N, const trial *T, hsq_snapshot_mo
 /* The greedy answer of one method and its success; frees ctx. */
 static int answer(needle_run *N, const trial *T, hsq_context *ctx, char *out, size_t cap)
 {
-	eval_runner *R = &N->R;
+	eval_runner *R = N->R;
 	eval_eval(R, ctx, T->prompt + T->n_context, T->n_prompt - T->n_context, R->logits, 0);
 	hsq_detok dt = { { 0 }, 0 };
 	size_t len = 0;
@@ -368,7 +370,7 @@ static hsq_token *reference_answer(const needle_run *N, const trial *T, size_t *
  * is") in ctx, in nats: the sum over the number's tokens; frees ctx. */
 static double answer_logp(needle_run *N, const trial *T, hsq_context *ctx)
 {
-	eval_runner *R = &N->R;
+	eval_runner *R = N->R;
 	size_t n, from;
 	hsq_token *a = reference_answer(N, T, &n, &from);
 	if (from >= n || n > N_ANSWER) /* the prompt reserves N_ANSWER tokens */
@@ -399,7 +401,7 @@ static void run_trial(needle_run *N, eval_log *L, int li, int di, int t)
 	T.offset = (size_t)(next(&s) % N->n_hay);
 	build_prompt(N, &T, length);
 	double t0 = cli_now();
-	eval_prefill(&N->R, T.prompt, T.n_context - (size_t)N->R.n_obs, length);
+	eval_prefill(N->R, T.prompt, T.n_context - (size_t)N->R->n_obs, length);
 
 	sbuf r = { 0 }, line = { 0 };
 	sb_printf(&r, "{\"record\":\"trial\",\"length\":%d,\"depth\":%d,\"trial\":%d,\"keys\":[", length, o->depths[di],
@@ -748,7 +750,7 @@ static void print_table(const summary *S)
 	printf("hsq-eval needle: %s; %d length%s x %d depth%s x %d trial%s, %d key%s, seed %llu, budget %s, "
 	       "margin %.3g pp\n", S->model, o->n_len, o->n_len > 1 ? "s" : "", o->n_depth, o->n_depth > 1 ? "s" : "",
 	       o->trials, o->trials > 1 ? "s" : "", o->keys, o->keys > 1 ? "s" : "", (unsigned long long)o->seed,
-	       eval_budget_name(o->c.budget, b, sizeof b), 100 * o->margin);
+	       tier_budget_name(o->c.tier.budget, b, sizeof b), 100 * o->margin);
 	int held = 0;
 	for (int cell = 0; cell < o->n_len * o->n_depth; cell++)
 		held += S->cells[cell * M].n;
@@ -995,7 +997,7 @@ static void write_markdown(FILE *f, const void *user)
 	for (int i = 0; i < o->n_depth; i++)
 		fprintf(f, "%s %d%%", i ? "," : "", o->depths[i]);
 	fprintf(f, "; %d trials per cell; %d key%s; seed %llu; hsq budget %s.\n\n", o->trials, o->keys,
-		o->keys > 1 ? "s" : "", (unsigned long long)o->seed, eval_budget_name(o->c.budget, b, sizeof b));
+		o->keys > 1 ? "s" : "", (unsigned long long)o->seed, tier_budget_name(o->c.tier.budget, b, sizeof b));
 	fprintf(f, "Pooled over all cells (b: full ok and the method missed; c: the reverse; McNemar exact on b and c; "
 		   "TOST equivalence at ±%.3g percentage points, α = %.2f):\n\n", 100 * o->margin, EVAL_ALPHA);
 	markdown_pooled(f, S, S->rows - 1, 0);
@@ -1066,7 +1068,7 @@ static void load_haystack(needle_run *N)
 		sb_printf(&all, "%s%s", i ? "\n\n" : "", text);
 		free(text);
 	}
-	N->hay = eval_tokenize(N->R.model, all.s, all.len, 0, 0, &N->n_hay, "--haystack");
+	N->hay = eval_tokenize(N->R->model, all.s, all.len, 0, 0, &N->n_hay, "--haystack");
 	sb_free(&all);
 	if (N->n_hay == 0)
 		cli_die(EVAL_PROG, EXIT_INPUT, "--haystack holds no tokens; give text files");
@@ -1097,9 +1099,9 @@ static void check_lengths(const needle_run *N)
 	const needle_opts *o = N->o;
 	long need = overhead(N) + MIN_HAYSTACK;
 	for (int i = 0; i < o->n_len; i++) {
-		if (o->lengths[i] > N->R.mi.n_ctx_train)
+		if (o->lengths[i] > N->R->mi.n_ctx_train)
 			cli_usage_error(EVAL_PROG, "--lengths %d exceeds the model's context of %d tokens", o->lengths[i],
-					N->R.mi.n_ctx_train);
+					N->R->mi.n_ctx_train);
 		if (o->lengths[i] < need)
 			cli_usage_error(EVAL_PROG, "--lengths %d is too short: the template, %d needle%s, the question "
 						   "and the answer take up to %ld tokens; give lengths of at least %ld",
@@ -1112,7 +1114,7 @@ static char *make_config(const needle_run *N)
 	const needle_opts *o = N->o;
 	sbuf b = { 0 };
 	sb_printf(&b, "{");
-	eval_runner_config(&N->R, &b);
+	eval_runner_config(N->R, &b);
 	sb_printf(&b, ",\"lengths\":[");
 	for (int i = 0; i < o->n_len; i++)
 		sb_printf(&b, "%s%d", i ? "," : "", o->lengths[i]);
@@ -1134,75 +1136,115 @@ static char *make_config(const needle_run *N)
 static void chat_parts(needle_run *N)
 {
 	char *open;
-	cli_chat_parts(EVAL_PROG, N->R.model, NULL, &open, &N->close);
-	N->open = eval_tokenize(N->R.model, open, strlen(open), -1, 1, &N->n_open, "chat template");
+	cli_chat_parts(EVAL_PROG, N->R->model, NULL, &open, &N->close);
+	N->open = eval_tokenize(N->R->model, open, strlen(open), -1, 1, &N->n_open, "chat template");
 	free(open);
 }
 
-int eval_needle(int argc, char **argv)
+static summary sums;
+
+static char *setup(eval_runner *R)
 {
-	static needle_opts o;
-	needle_run N;
-	memset(&N, 0, sizeof N);
-	N.o = &o;
-	parse(argc, argv, &o);
-	eval_runner_init(&N.R, &o.c);
-	chat_parts(&N);
-	check_lengths(&N);
-	load_haystack(&N);
-	char *config = make_config(&N);
-	eval_file json, csv;
-	eval_file_open(&json, o.c.json_path);
-	eval_file_open(&csv, o.c.csv_path);
-	if (o.c.report_dir)
-		eval_report_dir(o.c.report_dir);
-
-	eval_log L;
-	eval_log_open(&L, &o.c, config, check_record, &o);
-	const int M = o.c.n_methods;
-	N.n_trials = (size_t)o.n_len * (size_t)o.n_depth * (size_t)o.trials;
-	N.ok = malloc(N.n_trials * (size_t)M);
-	N.fast = malloc(N.n_trials * (size_t)M * sizeof *N.fast);
-	N.logp = malloc(N.n_trials * (size_t)M * sizeof *N.logp);
-	if (!N.ok || !N.fast || !N.logp)
-		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
-	collect(&N, &L);
-	if (L.n)
-		eval_progress(&o.c, "%zu of %zu trials are in %s already", L.n, N.n_trials, L.path);
-	int job = o.c.summarize ? -1 : eval_jobs_fork(&o.c, &N.R, &L); /* -1: nothing to run here */
-	if (job >= 0) {
-		int rank = 0;
-		for (int li = 0; li < o.n_len; li++)
-			for (int di = 0; di < o.n_depth; di++)
-				for (int t = 0; t < o.trials; t++)
-					if (N.ok[trial_index(&o, li, di, t) * M] < 0 && trial_selected(&o, t) &&
-					    rank++ % o.c.jobs == job)
-						run_trial(&N, &L, li, di, t);
-		eval_jobs_done(&o.c, &N.R, &L);
-	}
-	collect(&N, &L);
-
-	summary S = { .config = config, .model = N.R.mi.name };
-	summarize(&N, &S);
-	print_table(&S);
-	if (json.f)
-		write_json(json.f, &S);
-	if (csv.f)
-		write_csv(csv.f, &S);
-	eval_file_commit(&json);
-	eval_file_commit(&csv);
-	if (o.c.report_dir)
-		write_report(&S, o.c.report_dir);
-	eval_flush_stdout();
-	eval_log_close(&L);
-	free(S.cells);
-	free(N.ok);
-	free(N.fast);
-	free(N.logp);
-	free(config);
-	free(N.close);
-	hsq_free(N.open);
-	hsq_free(N.hay);
-	eval_runner_free(&N.R);
-	return EXIT_OK;
+	state.R = R;
+	chat_parts(&state);
+	check_lengths(&state);
+	load_haystack(&state);
+	char *config = make_config(&state);
+	sums.config = config;
+	sums.model = R->mi.name;
+	return config;
 }
+
+static void resumed(const eval_log *L)
+{
+	const int M = opts.c.n_methods;
+	state.n_trials = (size_t)opts.n_len * (size_t)opts.n_depth * (size_t)opts.trials;
+	state.ok = malloc(state.n_trials * (size_t)M);
+	state.fast = malloc(state.n_trials * (size_t)M * sizeof *state.fast);
+	state.logp = malloc(state.n_trials * (size_t)M * sizeof *state.logp);
+	if (!state.ok || !state.fast || !state.logp)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+	collect(&state, L);
+	if (L->n)
+		eval_progress(&opts.c, "%zu of %zu trials are in %s already", L->n, state.n_trials, L->path);
+}
+
+/* The trials in grid order: length, depth, trial (trial_index). */
+static size_t count(void)
+{
+	return state.n_trials;
+}
+
+static int pending(size_t k)
+{
+	return state.ok[k * (size_t)opts.c.n_methods] < 0 && trial_selected(&opts, (int)(k % (size_t)opts.trials));
+}
+
+static void run(eval_log *L, size_t k)
+{
+	const size_t per_length = (size_t)opts.n_depth * (size_t)opts.trials;
+	run_trial(&state, L, (int)(k / per_length), (int)(k % per_length / (size_t)opts.trials),
+		  (int)(k % (size_t)opts.trials));
+}
+
+static void summarize_log(const eval_log *L)
+{
+	collect(&state, L);
+	summarize(&state, &sums);
+}
+
+static void print(void)
+{
+	print_table(&sums);
+}
+
+static void json_out(FILE *f)
+{
+	write_json(f, &sums);
+}
+
+static void csv_out(FILE *f)
+{
+	write_csv(f, &sums);
+}
+
+static void report(const char *dir)
+{
+	write_report(&sums, dir);
+}
+
+static void done(void)
+{
+	free(sums.cells);
+	free(state.ok);
+	free(state.fast);
+	free(state.logp);
+	free(state.close);
+	hsq_free(state.open);
+	hsq_free(state.hay);
+}
+
+const eval_sub eval_needle = {
+	.name = "needle",
+	.summary = "needle in a haystack over lengths and depths, paired over the KV methods",
+	.usage = USAGE,
+	.description = DESCRIPTION,
+	.options = options,
+	.jobs = 1,
+	.init = init,
+	.option = option,
+	.args = args,
+	.setup = setup,
+	.write_json = json_out,
+	.write_csv = csv_out,
+	.check = check_record,
+	.check_user = &opts,
+	.resumed = resumed,
+	.count = count,
+	.pending = pending,
+	.run = run,
+	.summarize = summarize_log,
+	.print = print,
+	.report = report,
+	.done = done,
+};

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval.h"
+#include "docs.h"
+#include "driver.h"
 
 static const char USAGE[] = "hsq-eval ppl [options] FILE...";
 static const char DESCRIPTION[] =
@@ -28,8 +29,6 @@ static const cli_option options[] = {
 	{ "margin", 0, "X", "non-inferiority margin on the perplexity ratio, 0.01 = 1% (default 0.01)", OPT_MARGIN },
 	{ "resamples", 0, "N", "bootstrap resamples (default 10000)", OPT_RESAMPLES },
 	{ "seed", 0, "S", "bootstrap seed (default 1)", OPT_SEED },
-	EVAL_JOBS_OPTION,
-	EVAL_COMMON_OPTIONS,
 	{ 0 },
 };
 
@@ -45,42 +44,46 @@ typedef struct ppl_opts {
 
 typedef struct ppl_run {
 	const ppl_opts *o;
-	eval_runner R;
+	eval_runner *R;
 	eval_docs D;
 	float *last; /* the logits that predict the next scored token */
 } ppl_run;
 
-static void parse(int argc, char **argv, ppl_opts *o)
+static ppl_opts opts;
+static ppl_run state = { .o = &opts };
+
+static eval_common *init(void)
 {
-	cli_parser p;
-	eval_common_init(&o->c, "ppl");
-	o->context = 2048;
-	o->continuation = 512;
-	o->margin = 0.01;
-	o->resamples = 10000;
-	o->seed = 1;
-	cli_init(&p, EVAL_PROG, options);
-	for (int c; (c = cli_next(&p, argc, argv, USAGE, DESCRIPTION)) != -1;) {
-		switch (c) {
-		case OPT_CONTEXT: o->context = (int)cli_long(EVAL_PROG, "--context", optarg, 64, 1 << 20); break;
-		case OPT_CONTINUATION:
-			o->continuation = (int)cli_long(EVAL_PROG, "--continuation", optarg, 1, 1 << 20);
-			break;
-		case OPT_JOIN: o->join = 1; break;
-		case OPT_MARGIN: o->margin = cli_double(EVAL_PROG, "--margin", optarg, 0, 10); break;
-		case OPT_RESAMPLES: o->resamples = cli_long(EVAL_PROG, "--resamples", optarg, 100, 10000000); break;
-		case OPT_SEED: o->seed = (uint64_t)cli_long(EVAL_PROG, "--seed", optarg, 0, 0x7fffffffffffffffL); break;
-		default:
-			if (!eval_common_option(&o->c, c, optarg))
-				cli_usage_error(EVAL_PROG, "unhandled option"); /* table and switch disagree: a bug */
-		}
+	eval_common_init(&opts.c, "ppl");
+	opts.context = 2048;
+	opts.continuation = 512;
+	opts.margin = 0.01;
+	opts.resamples = 10000;
+	opts.seed = 1;
+	return &opts.c;
+}
+
+static int option(int id, const char *value)
+{
+	switch (id) {
+	case OPT_CONTEXT: opts.context = (int)cli_long(EVAL_PROG, "--context", value, 64, 1 << 20); return 1;
+	case OPT_CONTINUATION:
+		opts.continuation = (int)cli_long(EVAL_PROG, "--continuation", value, 1, 1 << 20);
+		return 1;
+	case OPT_JOIN: opts.join = 1; return 1;
+	case OPT_MARGIN: opts.margin = cli_double(EVAL_PROG, "--margin", value, 0, 10); return 1;
+	case OPT_RESAMPLES: opts.resamples = cli_long(EVAL_PROG, "--resamples", value, 100, 10000000); return 1;
+	case OPT_SEED: opts.seed = (uint64_t)cli_long(EVAL_PROG, "--seed", value, 0, 0x7fffffffffffffffL); return 1;
+	default: return 0;
 	}
-	cli_free(&p);
-	if (optind >= argc)
+}
+
+static void args(int argc, char **argv)
+{
+	if (argc == 0)
 		cli_usage_error(EVAL_PROG, "ppl needs at least one document FILE");
-	o->n_files = argc - optind;
-	o->files = argv + optind;
-	eval_common_finish(&o->c);
+	opts.n_files = argc;
+	opts.files = argv;
 }
 
 /* ------------------------------------------------------------ scoring */
@@ -89,7 +92,7 @@ static void parse(int argc, char **argv, ppl_opts *o)
  * R->logits, evaluated in chunks with every row's logits. */
 static double score(ppl_run *P, hsq_context *ctx, const hsq_token *doc, int m)
 {
-	eval_runner *R = &P->R;
+	eval_runner *R = P->R;
 	const size_t V = (size_t)R->mi.n_vocab;
 	double nll = 0;
 	memcpy(P->last, R->logits, V * sizeof *P->last);
@@ -108,16 +111,16 @@ static void run_doc(ppl_run *P, eval_log *L, int d)
 {
 	const ppl_opts *o = P->o;
 	const eval_doc *doc = &P->D.docs[d];
-	const int N = o->context, M = o->continuation, n_obs = P->R.n_obs;
+	const int N = o->context, M = o->continuation, n_obs = P->R->n_obs;
 	double t0 = cli_now();
-	eval_prefill(&P->R, doc->toks, (size_t)(N - n_obs), N + M);
+	eval_prefill(P->R, doc->toks, (size_t)(N - n_obs), N + M);
 	sbuf r = { 0 }, line = { 0 };
 	sb_printf(&r, "{\"record\":\"document\",\"index\":%d,\"name\":", d);
 	sb_jstr(&r, doc->name);
 	sb_printf(&r, ",\"methods\":{");
 	for (int m = 0; m < o->c.n_methods; m++) {
 		hsq_snapshot_mode mode = o->c.methods[m];
-		hsq_context *ctx = eval_open(&P->R, mode, doc->toks + N - n_obs, N + M, NULL);
+		hsq_context *ctx = eval_open(P->R, mode, doc->toks + N - n_obs, N + M, NULL);
 		uint64_t fast = eval_fast_bytes(ctx);
 		double nll = score(P, ctx, doc->toks + N, M);
 		hsq_context_free(ctx);
@@ -258,7 +261,7 @@ static void print_table(const summary *S)
 	char b[32];
 	printf("hsq-eval ppl: %s; %d document%s, context %d, continuation %d tokens%s, budget %s\n\n", S->model, S->n,
 	       S->n == 1 ? "" : "s", o->context, o->continuation, o->join ? " (joined samples)" : "",
-	       eval_budget_name(o->c.budget, b, sizeof b));
+	       tier_budget_name(o->c.tier.budget, b, sizeof b));
 	printf("%-24s", "document");
 	for (int m = 0; m < M; m++)
 		printf(" %20s", hsq_mode_name(o->c.methods[m]));
@@ -432,7 +435,7 @@ static char *make_config(const ppl_run *P)
 {
 	sbuf b = { 0 };
 	sb_printf(&b, "{");
-	eval_runner_config(&P->R, &b);
+	eval_runner_config(P->R, &b);
 	sb_printf(&b, ",\"context\":%d,\"continuation\":%d,\"join\":%s,\"chunk\":%d,", P->o->context,
 		  P->o->continuation, P->o->join ? "true" : "false", EVAL_CHUNK);
 	eval_docs_config(&P->D, &b);
@@ -440,64 +443,105 @@ static char *make_config(const ppl_run *P)
 	return b.s;
 }
 
-int eval_ppl(int argc, char **argv)
+static const json_value **done_docs; /* [document]: its record in the log, or NULL */
+static summary sums = { .o = &opts, .D = &state.D };
+
+static char *setup(eval_runner *R)
 {
-	static ppl_opts o;
-	static ppl_run P;
-	P.o = &o;
-	parse(argc, argv, &o);
-	eval_runner_init(&P.R, &o.c);
-	if (o.context + o.continuation > P.R.mi.n_ctx_train)
+	state.R = R;
+	if (opts.context + opts.continuation > R->mi.n_ctx_train)
 		cli_usage_error(EVAL_PROG, "--context %d plus --continuation %d exceed the model's context of %d tokens",
-				o.context, o.continuation, P.R.mi.n_ctx_train);
-	eval_docs_load(&P.D, &P.R, o.n_files, o.files, o.context + o.continuation, o.join);
-	char *config = make_config(&P);
-	eval_file json, csv;
-	eval_file_open(&json, o.c.json_path);
-	eval_file_open(&csv, o.c.csv_path);
-	if (o.c.report_dir)
-		eval_report_dir(o.c.report_dir);
-	P.last = malloc((size_t)P.R.mi.n_vocab * sizeof *P.last);
-	const json_value **done = malloc((size_t)P.D.n * sizeof *done);
-	if (!P.last || !done)
+				opts.context, opts.continuation, R->mi.n_ctx_train);
+	eval_docs_load(&state.D, R, opts.n_files, opts.files, opts.context + opts.continuation, opts.join);
+	char *config = make_config(&state);
+	state.last = malloc((size_t)R->mi.n_vocab * sizeof *state.last);
+	done_docs = malloc((size_t)state.D.n * sizeof *done_docs);
+	if (!state.last || !done_docs)
 		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
-
-	eval_log L;
-	eval_log_open(&L, &o.c, config, check_record, &P);
-	int n_done = eval_doc_records(&L, &P.D, done);
-	if (n_done)
-		eval_progress(&o.c, "%d document%s in %s already", n_done, n_done == 1 ? " is" : "s are", L.path);
-	int job = o.c.summarize ? -1 : eval_jobs_fork(&o.c, &P.R, &L); /* -1: nothing to run here */
-	if (job >= 0) {
-		int rank = 0;
-		for (int d = 0; d < P.D.n; d++)
-			if (P.D.docs[d].toks && !done[d] && rank++ % o.c.jobs == job)
-				run_doc(&P, &L, d);
-		eval_jobs_done(&o.c, &P.R, &L);
-	}
-
-	summary S = { .o = &o, .D = &P.D, .config = config, .model = P.R.mi.name };
-	summarize(&P, &L, &S);
-	print_table(&S);
-	if (json.f)
-		write_json(json.f, &S);
-	if (csv.f)
-		write_csv(csv.f, &S);
-	eval_file_commit(&json);
-	eval_file_commit(&csv);
-	if (o.c.report_dir) {
-		eval_report_write(o.c.report_dir, "report.md", write_markdown, &S);
-		eval_report_write(o.c.report_dir, "ppl-ratio.svg", write_svg, &S);
-	}
-	eval_flush_stdout();
-	eval_log_close(&L);
-	free(S.index);
-	free(S.doc_nll);
-	free(S.m);
-	free(done);
-	free(P.last);
-	free(config);
-	eval_docs_free(&P.D);
-	eval_runner_free(&P.R);
-	return EXIT_OK;
+	sums.config = config;
+	sums.model = R->mi.name;
+	return config;
 }
+
+static void resumed(const eval_log *L)
+{
+	int n_done = eval_doc_records(L, &state.D, done_docs);
+	if (n_done)
+		eval_progress(&opts.c, "%d document%s in %s already", n_done, n_done == 1 ? " is" : "s are", L->path);
+}
+
+static size_t count(void)
+{
+	return (size_t)state.D.n;
+}
+
+static int pending(size_t d)
+{
+	return state.D.docs[d].toks && !done_docs[d];
+}
+
+static void run(eval_log *L, size_t d)
+{
+	run_doc(&state, L, (int)d);
+}
+
+static void summarize_log(const eval_log *L)
+{
+	summarize(&state, L, &sums);
+}
+
+static void print(void)
+{
+	print_table(&sums);
+}
+
+static void json_out(FILE *f)
+{
+	write_json(f, &sums);
+}
+
+static void csv_out(FILE *f)
+{
+	write_csv(f, &sums);
+}
+
+static void report(const char *dir)
+{
+	eval_report_write(dir, "report.md", write_markdown, &sums);
+	eval_report_write(dir, "ppl-ratio.svg", write_svg, &sums);
+}
+
+static void done(void)
+{
+	free(sums.index);
+	free(sums.doc_nll);
+	free(sums.m);
+	free(done_docs);
+	free(state.last);
+	eval_docs_free(&state.D);
+}
+
+const eval_sub eval_ppl = {
+	.name = "ppl",
+	.summary = "perplexity after a compressed context, ratio to full with intervals",
+	.usage = USAGE,
+	.description = DESCRIPTION,
+	.options = options,
+	.jobs = 1,
+	.init = init,
+	.option = option,
+	.args = args,
+	.setup = setup,
+	.write_json = json_out,
+	.write_csv = csv_out,
+	.check = check_record,
+	.check_user = &state,
+	.resumed = resumed,
+	.count = count,
+	.pending = pending,
+	.run = run,
+	.summarize = summarize_log,
+	.print = print,
+	.report = report,
+	.done = done,
+};

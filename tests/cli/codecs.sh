@@ -79,6 +79,10 @@ run "$E" codecs $SMALL -q --threads 1 -o "$TMP/b"; expect "-q run exits 0" 0 ""
 [ -z "$out" ] && ok "-q prints nothing" || fail "-q printed output" "$out"
 cmp -s "$TMP/a.csv" "$TMP/b.csv" && ok "csv identical with 1 thread" || fail "csv differs across thread counts"
 cmp -s "$TMP/a.svg" "$TMP/b.svg" && ok "svg identical with 1 thread" || fail "svg differs across thread counts"
+# -t is --threads, as in every subcommand (--jobs would be processes); -j is no option
+run "$E" codecs $SMALL -q -t 2 -o "$TMP/t"; expect "-t 2 exits 0" 0 ""
+cmp -s "$TMP/a.csv" "$TMP/t.csv" && ok "csv identical with -t 2" || fail "csv differs with -t 2"
+run "$E" codecs $SMALL -q -j 1 -o "$TMP/j"; expect "-j is unknown (exit 2)" 2 "option '-j' is unknown"
 run "$E" codecs $SMALL -q --base-seed 2 -o "$TMP/c"; expect "another base seed exits 0" 0 ""
 cmp -s "$TMP/a.csv" "$TMP/c.csv" && fail "another base seed gives identical numbers" || ok "another base seed gives other numbers"
 

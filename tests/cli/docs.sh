@@ -13,7 +13,7 @@
 #   - man/TOOL.1 exists, its SYNOPSIS is the usage line of --help (from the
 #     roff source, and as rendered by man(1) when it is installed), and every
 #     long option of --help appears in it;
-#   - man/hsq.7 names every tool and lists every exit status of cmd/cli.h.
+#   - man/hsq.7 names every tool and lists every exit status of cmd/common/cli.h.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -328,11 +328,11 @@ if [ -f "$page" ]; then
 	if [ -z "$miss" ]; then ok "hsq.7 names every tool"; else fail "hsq.7 names every tool" "missing:$miss"; fi
 	roff_text "$page" "EXIT STATUS" >"$TMP/exit7"
 	miss=
-	for code in $(sed -n 's/^[ \t]*EXIT_[A-Z_]* *= *\([0-9][0-9]*\).*/\1/p' "$root/cmd/cli.h"); do
+	for code in $(sed -n 's/^[ \t]*EXIT_[A-Z_]* *= *\([0-9][0-9]*\).*/\1/p' "$root/cmd/common/cli.h"); do
 		grep -Eq "^$code\$" "$TMP/exit7" || miss="$miss $code"
 	done
-	if [ -z "$miss" ]; then ok "hsq.7 EXIT STATUS lists every status of cmd/cli.h"
-	else fail "hsq.7 EXIT STATUS lists every status of cmd/cli.h" "missing:$miss"; fi
+	if [ -z "$miss" ]; then ok "hsq.7 EXIT STATUS lists every status of cmd/common/cli.h"
+	else fail "hsq.7 EXIT STATUS lists every status of cmd/common/cli.h" "missing:$miss"; fi
 else
 	fail "man/hsq.7 exists"
 fi

@@ -1,45 +1,79 @@
-/* report.c - hand-written SVG plots for hsq-eval's reports: a heatmap
- * (needle success over depth x length), intervals against a reference
- * (perplexity ratio to full), and lines (decode speed over context). No
- * library: plain SVG 1.1 that any browser renders, with the numbers also
- * in the Markdown next to them. */
+/* svg.c - the SVG writer of the hsq tools: plain SVG 1.1 that any browser
+ * renders, written with fprintf, no library. The document frame and its
+ * text for every SVG a tool writes (hsq-inspect's fetch heatmap too), and
+ * the charts of hsq-eval: a heatmap (needle success over depth x length),
+ * intervals against a reference (perplexity ratio to full), lines (decode
+ * speed over context) and log-scale panels (codec error over bits), with
+ * the numbers also in the Markdown or CSV next to them. */
 #include <math.h>
 #include <string.h>
 
-#include "eval.h"
+#include "cli.h"
+#include "svg.h"
 
 static const char *const palette[] = { "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02" };
 #define N_PALETTE (sizeof palette / sizeof *palette)
 
-/* Text content, XML-escaped. */
-static void put_text(FILE *f, const char *s)
+void svg_text(FILE *f, const char *s)
 {
-	for (; *s; s++) {
-		switch (*s) {
-		case '&': fputs("&amp;", f); break;
-		case '<': fputs("&lt;", f); break;
-		case '>': fputs("&gt;", f); break;
-		case '"': fputs("&quot;", f); break;
-		default: fputc(*s, f);
+	size_t n = strlen(s);
+	for (size_t i = 0; i < n;) {
+		unsigned char c = (unsigned char)s[i];
+		size_t len = cli_utf8_len(s + i, n - i);
+		if (!len || (len == 1 && (c < 0x20 || c == 0x7f))) {
+			fputc('?', f);
+			i++;
+		} else if (len > 1) {
+			fwrite(s + i, 1, len, f);
+			i += len;
+		} else {
+			if (c == '&')
+				fputs("&amp;", f);
+			else if (c == '<')
+				fputs("&lt;", f);
+			else if (c == '>')
+				fputs("&gt;", f);
+			else if (c == '"')
+				fputs("&quot;", f);
+			else
+				fputc(c, f);
+			i++;
 		}
 	}
 }
 
-static void svg_open(FILE *f, double w, double h, const char *title)
+void svg_begin(FILE *f, double w, double h, int font_size, int viewbox)
 {
-	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-		   "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
-		   "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-		w, h, w, h);
+	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" ", w, h);
+	if (viewbox)
+		fprintf(f, "viewBox=\"0 0 %.0f %.0f\" ", w, h);
+	fprintf(f, "font-family=\"sans-serif\" font-size=\"%d\">\n", font_size);
+}
+
+void svg_background(FILE *f, const char *color)
+{
+	fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"%s\"/>\n", color);
+}
+
+void svg_end(FILE *f)
+{
+	fprintf(f, "</svg>\n");
+}
+
+/* A chart of hsq-eval's: w x h, white, its title centred on top. */
+static void chart_open(FILE *f, double w, double h, const char *title)
+{
+	svg_begin(f, w, h, 12, 1);
+	svg_background(f, "white");
 	fprintf(f, "<text x=\"%.1f\" y=\"20\" font-size=\"14\" font-weight=\"bold\" text-anchor=\"middle\">", w / 2);
-	put_text(f, title);
+	svg_text(f, title);
 	fprintf(f, "</text>\n");
 }
 
 static void label(FILE *f, double x, double y, const char *anchor, const char *s)
 {
 	fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">", x, y, anchor);
-	put_text(f, s);
+	svg_text(f, s);
 	fprintf(f, "</text>\n");
 }
 
@@ -66,7 +100,7 @@ void svg_heatmap(FILE *f, const char *title, int rows, const char *const *row_la
 {
 	const double cw = 72, ch = 36, ml = 90, mt = 44, mb = 56;
 	double w = ml + cols * cw + 20, h = mt + rows * ch + mb;
-	svg_open(f, w < 320 ? 320 : w, h, title);
+	chart_open(f, w < 320 ? 320 : w, h, title);
 	for (int r = 0; r < rows; r++) {
 		double y = mt + r * ch;
 		label(f, ml - 8, y + ch / 2 + 4, "end", row_labels[r]);
@@ -84,8 +118,9 @@ void svg_heatmap(FILE *f, const char *title, int rows, const char *const *row_la
 	label(f, ml + cols * cw / 2, mt + rows * ch + 38, "middle", col_axis);
 	fprintf(f, "<text x=\"14\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 14 %.1f)\">", mt + rows * ch / 2,
 		mt + rows * ch / 2);
-	put_text(f, row_axis);
-	fprintf(f, "</text>\n</svg>\n");
+	svg_text(f, row_axis);
+	fprintf(f, "</text>\n");
+	svg_end(f);
 }
 
 /* A round step for about n ticks over span. */
@@ -116,7 +151,7 @@ void svg_intervals(FILE *f, const char *title, const char *axis, int n, const ch
 	a -= pad;
 	b += pad;
 	double w = ml + pw + mr, h = mt + n * rh + mb;
-	svg_open(f, w, h, title);
+	chart_open(f, w, h, title);
 	double step = tick_step(b - a, 5);
 	for (double t = ceil(a / step) * step; t <= b; t += step) {
 		double x = ml + (t - a) / (b - a) * pw;
@@ -143,7 +178,7 @@ void svg_intervals(FILE *f, const char *title, const char *axis, int n, const ch
 			fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/>\n", ml + (est[i] - a) / (b - a) * pw,
 				y, col);
 	}
-	fprintf(f, "</svg>\n");
+	svg_end(f);
 }
 
 void svg_lines(FILE *f, const char *title, const char *x_axis, const char *y_axis, int n_x, const double *x,
@@ -163,7 +198,7 @@ void svg_lines(FILE *f, const char *title, const char *x_axis, const char *y_axi
 		x1 += 1;
 	}
 	y1 = y1 > 0 ? y1 * 1.1 : 1;
-	svg_open(f, ml + pw + mr, mt + ph + mb, title);
+	chart_open(f, ml + pw + mr, mt + ph + mb, title);
 	fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#888\"/>\n", ml, mt,
 		pw, ph);
 	double step = tick_step(y1, 5);
@@ -182,7 +217,7 @@ void svg_lines(FILE *f, const char *title, const char *x_axis, const char *y_axi
 	label(f, ml + pw / 2, mt + ph + 38, "middle", x_axis);
 	fprintf(f, "<text x=\"16\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 16 %.1f)\">", mt + ph / 2,
 		mt + ph / 2);
-	put_text(f, y_axis);
+	svg_text(f, y_axis);
 	fprintf(f, "</text>\n");
 	for (int s = 0; s < n_series; s++) {
 		const char *col = palette[s % N_PALETTE];
@@ -200,5 +235,107 @@ void svg_lines(FILE *f, const char *title, const char *x_axis, const char *y_axi
 			ml + pw + 12, ml + pw + 36, ly - 4, ly - 4, col);
 		label(f, ml + pw + 42, ly, "start", names[s]);
 	}
-	fprintf(f, "</svg>\n");
+	svg_end(f);
+}
+
+void svg_log_panels(FILE *f, int n_panels, const char *const *panel_titles, int n_x, const int *x, const char *x_axis,
+		    int n_series, const char *const *names, const int *colors, const double *mean, const double *lo,
+		    const double *hi, const char *legend)
+{
+	const int cols = n_panels < 4 ? n_panels : 4, rows = (n_panels + cols - 1) / cols;
+	const double pw = 300, ph = 240, ml = 58, mr = 12, mt = 28, mb = 40;
+	double width = cols * pw, height = rows * ph + 40;
+	svg_begin(f, width, height, 11, 0);
+	svg_background(f, "white");
+	int xmin = 99, xmax = 0;
+	for (int i = 0; i < n_x; i++) {
+		xmin = x[i] < xmin ? x[i] : xmin;
+		xmax = x[i] > xmax ? x[i] : xmax;
+	}
+	if (xmax == xmin)
+		xmax = xmin + 1;
+	for (int pn = 0; pn < n_panels; pn++) {
+		double x0 = (pn % cols) * pw + ml, y0 = (pn / cols) * ph + mt;
+		double w = pw - ml - mr, h = ph - mt - mb;
+		/* y range: whole decades around every positive mean and interval */
+		double ylo = INFINITY, yhi = -INFINITY;
+		for (int s = 0; s < n_series; s++)
+			for (int i = 0; i < n_x; i++) {
+				size_t k = ((size_t)pn * n_series + s) * n_x + i;
+				double v[3] = { mean[k], lo[k], hi[k] };
+				for (int j = 0; j < 3; j++)
+					if (v[j] > 0 && isfinite(v[j])) {
+						ylo = fmin(ylo, log10(v[j]));
+						yhi = fmax(yhi, log10(v[j]));
+					}
+			}
+		if (!isfinite(ylo)) {
+			ylo = -1;
+			yhi = 0;
+		}
+		ylo = floor(ylo);
+		yhi = ceil(yhi);
+		if (yhi <= ylo)
+			yhi = ylo + 1;
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">", x0, y0 - 10);
+		svg_text(f, panel_titles[pn]);
+		fprintf(f, "</text>\n");
+		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+			   "stroke=\"#888\"/>\n", x0, y0, w, h);
+		for (int dec = (int)ylo; dec <= (int)yhi; dec++) {
+			double y = y0 + h - (dec - ylo) / (yhi - ylo) * h;
+			fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+				   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">1e%d</text>\n",
+				x0, x0 + w, y, y, x0 - 4, y + 4, dec);
+		}
+		for (int i = 0; i < n_x; i++) {
+			double px = x0 + (double)(x[i] - xmin) / (xmax - xmin) * w;
+			fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n", px, y0 + h + 14, x[i]);
+		}
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", x0 + w / 2, y0 + h + 30);
+		svg_text(f, x_axis);
+		fprintf(f, "</text>\n");
+		for (int s = 0; s < n_series; s++) {
+			const char *col = palette[colors[s] % N_PALETTE];
+			const size_t row = ((size_t)pn * n_series + s) * n_x;
+			fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);
+			for (int i = 0; i < n_x; i++) {
+				double m = mean[row + i];
+				if (!(m > 0) || !isfinite(m))
+					continue;
+				double px = x0 + (double)(x[i] - xmin) / (xmax - xmin) * w;
+				double py = y0 + h - (log10(m) - ylo) / (yhi - ylo) * h;
+				fprintf(f, "%.1f,%.1f ", px, py);
+			}
+			fprintf(f, "\"/>\n");
+			for (int i = 0; i < n_x; i++) {
+				double m = mean[row + i], a = lo[row + i], b = hi[row + i];
+				if (!(m > 0) || !isfinite(m))
+					continue;
+				double px = x0 + (double)(x[i] - xmin) / (xmax - xmin) * w;
+				double py = y0 + h - (log10(m) - ylo) / (yhi - ylo) * h;
+				fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>", px, py, col);
+				if (a > 0 && isfinite(b)) {
+					double ya = y0 + h - (log10(a) - ylo) / (yhi - ylo) * h;
+					double yb = y0 + h - (log10(b) - ylo) / (yhi - ylo) * h;
+					fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>",
+						px, px, ya, yb, col);
+				}
+				fputc('\n', f);
+			}
+		}
+	}
+	double ly = rows * ph + 20;
+	fprintf(f, "<text x=\"10\" y=\"%.1f\">", ly);
+	svg_text(f, legend);
+	fprintf(f, "</text>\n");
+	for (int s = 0; s < n_series; s++) {
+		double lx = 260 + s * 110;
+		fprintf(f, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>"
+			   "<text x=\"%.0f\" y=\"%.1f\">",
+			lx, lx + 24, ly - 4, ly - 4, palette[colors[s] % N_PALETTE], lx + 30, ly);
+		svg_text(f, names[s]);
+		fprintf(f, "</text>\n");
+	}
+	svg_end(f);
 }

@@ -33,9 +33,17 @@ static const cli_option *opt_at(const cli_parser *p, size_t i)
 	return i < n ? &p->opts[i] : &builtin[i - n];
 }
 
+static const char *running = "hsq";
+
+const char *cli_prog(void)
+{
+	return running;
+}
+
 void cli_init(cli_parser *p, const char *prog, const cli_option *opts)
 {
 	size_t n = count_opts(opts) + N_BUILTIN, k = 0;
+	running = prog;
 	p->prog = prog;
 	p->opts = opts;
 	p->long_opts = calloc(n + 1, sizeof *p->long_opts);
@@ -158,25 +166,6 @@ long cli_long(const char *prog, const char *opt, const char *value, long lo, lon
 	return v;
 }
 
-int cli_residual_heads(const char *prog, const char *value)
-{
-	if (!strcmp(value, "default"))
-		return HSQ_RESIDUAL_DEFAULT;
-	if (!strcmp(value, "all"))
-		return HSQ_RESIDUAL_ALL;
-	return (int)cli_long(prog, "--residual-heads", value, 0, 1 << 20);
-}
-
-hsq_key_rounding cli_key_rounding(const char *prog, const char *value)
-{
-	if (!strcmp(value, "query"))
-		return HSQ_KEY_ROUNDING_QUERY;
-	if (!strcmp(value, "nearest"))
-		return HSQ_KEY_ROUNDING_NEAREST;
-	cli_usage_error(prog, "--key-rounding '%s' is unknown; use query or nearest", value);
-	return HSQ_KEY_ROUNDING_QUERY;
-}
-
 double cli_double(const char *prog, const char *opt, const char *value, double lo, double hi)
 {
 	char *end;
@@ -192,6 +181,34 @@ double cli_now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+size_t cli_utf8_len(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	unsigned c = u[0], cp, min;
+	size_t len;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2, min = 0x80;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3, min = 0x800;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4, min = 0x10000;
+	else
+		return 0;
+	if (len > n)
+		return 0;
+	cp = c & (0x7f >> len);
+	for (size_t i = 1; i < len; i++) {
+		if ((u[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (u[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
 }
 
 char *cli_read_all(const char *prog, const char *path, size_t *len)

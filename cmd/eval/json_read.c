@@ -1,4 +1,4 @@
-/* json.c - a small, strict JSON reader (RFC 8259) for the trial logs of
+/* json_read.c - a small, strict JSON reader (RFC 8259) for the trial logs of
  * hsq-eval. The logs may come from an interrupted run or may have been
  * edited, so nothing is trusted: every byte is checked, nesting is
  * bounded, numbers must follow the grammar, strings must be valid UTF-8,
@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval.h"
+#include "common/cli.h"
+#include "json_read.h"
+#include "options.h"
 
 #define JSON_MAX_DEPTH 32
 
@@ -162,23 +164,6 @@ static int parse_escape(parser *p, sbuf *b)
 	return 0;
 }
 
-/* Valid UTF-8 sequence length at s (bounded by end), or 0. */
-static int utf8_seq(const unsigned char *s, const unsigned char *end)
-{
-	unsigned c = s[0];
-	int n = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-	if (n == 0 || end - s < n || (n == 2 && c < 0xc2) || (n == 4 && c > 0xf4))
-		return 0;
-	for (int i = 1; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	if (n == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0)))
-		return 0;
-	if (n == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90)))
-		return 0;
-	return n;
-}
-
 static int parse_string(parser *p, char **out)
 {
 	sbuf b = { 0 };
@@ -203,7 +188,7 @@ static int parse_string(parser *p, char **out)
 			sb_putc(&b, (char)c);
 			p->s++;
 		} else {
-			int n = utf8_seq((const unsigned char *)p->s, (const unsigned char *)p->end);
+			int n = (int)cli_utf8_len(p->s, (size_t)(p->end - p->s));
 			if (n == 0)
 				r = fail(p, "invalid UTF-8 in a string");
 			for (int i = 0; i < n; i++)

@@ -1,15 +1,37 @@
-/* common.c - options every model-based subcommand of hsq-eval shares, list
- * parsing, progress lines, and the growable text buffer the JSON writers
- * use. */
+/* options.c - the options every model run of hsq-eval takes, the lists
+ * they parse, progress lines. */
 #include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
-#include "eval.h"
+#include "options.h"
+
+const cli_option eval_common_options[] = {
+	{ "methods", 0, "LIST",
+	  "comma-separated methods: full,quant,hsq,streaming,snapkv (default: all; full, the reference, always runs)",
+	  EOPT_METHODS },
+	TIER_ROUTING_OPTIONS,
+	TIER_OPTION_RESIDUAL_HEADS,
+	TIER_OPTION_KEY_ROUNDING,
+	{ "model", 'm', "FILE", "GGUF model (default: $HSQ_MODEL or the installed default)", EOPT_MODEL },
+	{ "threads", 't', "N", "CPU threads (default: all cores; with --jobs, per job: cores / jobs)", EOPT_THREADS },
+	{ "json", 0, "FILE", "write the summary as JSON to FILE", EOPT_JSON },
+	{ "csv", 0, "FILE", "write the summary rows as CSV to FILE", EOPT_CSV },
+	{ "report", 0, "DIR", "write DIR/report.md and SVG plots (DIR is created)", EOPT_REPORT },
+	{ "log", 0, "FILE", "trial log, one JSON line per completed trial (default hsq-eval-SUBCOMMAND.jsonl)", EOPT_LOG },
+	{ "resume", 0, NULL,
+	  "continue the trial log, skipping what it holds (same configuration; needle: more --trials grows it)",
+	  EOPT_RESUME },
+	{ "force", 0, NULL, "overwrite an existing trial log", EOPT_FORCE },
+	{ "summarize", 0, NULL, "run nothing: summarize the trials the log holds (the log is only read)", EOPT_SUMMARIZE },
+	{ "quiet", 'q', NULL, "no progress lines on standard error", EOPT_QUIET },
+	{ 0 },
+};
+
+const cli_option eval_jobs_option = { "jobs", 0, "N", "run the trials in N processes side by side (default 1: none)",
+				      EOPT_JOBS };
 
 void eval_common_init(eval_common *c, const char *sub)
 {
@@ -21,10 +43,7 @@ void eval_common_init(eval_common *c, const char *sub)
 	c->methods[2] = HSQ_MODE_HSQ;
 	c->methods[3] = HSQ_MODE_STREAMING;
 	c->methods[4] = HSQ_MODE_SNAPKV;
-	c->budget = HSQ_BUDGET_DEFAULT;
-	c->retrieval_heads = HSQ_RETRIEVAL_DEFAULT;
-	c->residual_heads = HSQ_RESIDUAL_DEFAULT;
-	c->key_rounding = HSQ_KEY_ROUNDING_QUERY;
+	tier_options_init(&c->tier);
 	c->jobs = 1;
 	snprintf(c->log_default, sizeof c->log_default, "hsq-eval-%s.jsonl", sub);
 	c->log_path = c->log_default;
@@ -79,21 +98,6 @@ int eval_common_option(eval_common *c, int id, const char *arg)
 	case EOPT_THREADS: c->threads = (int)cli_long(EVAL_PROG, "--threads", arg, 0, 1024); return 1;
 	case EOPT_QUIET: c->quiet = 1; return 1;
 	case EOPT_METHODS: parse_methods(c, arg); return 1;
-	case EOPT_BUDGET:
-		c->budget = !strcmp(arg, "all")	      ? HSQ_BUDGET_ALL
-			    : !strcmp(arg, "default") ? HSQ_BUDGET_DEFAULT
-						      : (int)cli_long(EVAL_PROG, "--budget", arg, 0, 1 << 24);
-		return 1;
-	case EOPT_RETRIEVAL:
-		c->retrieval_heads = !strcmp(arg, "default") ? HSQ_RETRIEVAL_DEFAULT
-							     : (int)cli_long(EVAL_PROG, "--retrieval-heads", arg, 0, 1 << 20);
-		return 1;
-	case EOPT_RESIDUAL:
-		c->residual_heads = cli_residual_heads(EVAL_PROG, arg);
-		return 1;
-	case EOPT_ROUNDING:
-		c->key_rounding = cli_key_rounding(EVAL_PROG, arg);
-		return 1;
 	case EOPT_JSON: c->json_path = arg; return 1;
 	case EOPT_CSV: c->csv_path = arg; return 1;
 	case EOPT_REPORT: c->report_dir = arg; return 1;
@@ -102,7 +106,7 @@ int eval_common_option(eval_common *c, int id, const char *arg)
 	case EOPT_FORCE: c->force = 1; return 1;
 	case EOPT_SUMMARIZE: c->summarize = 1; return 1;
 	case EOPT_JOBS: c->jobs = (int)cli_long(EVAL_PROG, "--jobs", arg, 1, EVAL_MAX_JOBS); return 1;
-	default: return 0;
+	default: return tier_option(&c->tier, EVAL_PROG, id, arg);
 	}
 }
 
@@ -131,16 +135,6 @@ void eval_common_finish(eval_common *c)
 		if (paths[i] && !strcmp(paths[i], c->log_path))
 			cli_usage_error(EVAL_PROG, "%s names the trial log '%s'; give another file", names[i],
 					c->log_path);
-}
-
-const char *eval_budget_name(int budget, char *buf, size_t cap)
-{
-	if (budget == HSQ_BUDGET_DEFAULT)
-		return "default";
-	if (budget == HSQ_BUDGET_ALL)
-		return "all";
-	snprintf(buf, cap, "%d", budget);
-	return buf;
 }
 
 int eval_parse_ints(const char *opt, const char *value, long lo, long hi, int *out, int cap)
@@ -214,135 +208,4 @@ void eval_flush_stdout(void)
 {
 	if (fflush(stdout) != 0 || ferror(stdout))
 		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot write to standard output: %s", strerror(errno));
-}
-
-/* ------------------------------------------------------------- sbuf */
-
-static void sb_reserve(sbuf *b, size_t more)
-{
-	if (b->len + more + 1 <= b->cap)
-		return;
-	size_t cap = b->cap ? b->cap : 256;
-	while (cap < b->len + more + 1)
-		cap *= 2;
-	char *s = realloc(b->s, cap);
-	if (!s)
-		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
-	b->s = s;
-	b->cap = cap;
-}
-
-void sb_printf(sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot format output");
-	sb_reserve(b, (size_t)n);
-	va_start(ap, fmt);
-	vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
-}
-
-void sb_putc(sbuf *b, char ch)
-{
-	sb_reserve(b, 1);
-	b->s[b->len++] = ch;
-	b->s[b->len] = '\0';
-}
-
-/* Length of the valid UTF-8 sequence at s (1..4), or 0. */
-static int utf8_len(const unsigned char *s)
-{
-	unsigned c = s[0];
-	int n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-	if (n == 0 || (n == 2 && c < 0xc2) || (n == 4 && c > 0xf4))
-		return 0;
-	for (int i = 1; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	if (n == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0)))
-		return 0; /* overlong, or a surrogate */
-	if (n == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90)))
-		return 0;
-	return n;
-}
-
-void sb_jstr(sbuf *b, const char *s)
-{
-	sb_putc(b, '"');
-	for (const unsigned char *p = (const unsigned char *)s; *p;) {
-		if (*p == '"' || *p == '\\') {
-			sb_putc(b, '\\');
-			sb_putc(b, (char)*p++);
-		} else if (*p < 0x20) {
-			sb_printf(b, "\\u%04x", *p++);
-		} else {
-			int n = utf8_len(p);
-			if (n == 0) {
-				sb_printf(b, "\\ufffd"); /* model output may split a character */
-				p++;
-				continue;
-			}
-			for (int i = 0; i < n; i++)
-				sb_putc(b, (char)*p++);
-		}
-	}
-	sb_putc(b, '"');
-}
-
-void sb_jnum(sbuf *b, double v)
-{
-	if (isfinite(v))
-		sb_printf(b, "%.17g", v);
-	else
-		sb_printf(b, "null");
-}
-
-void sb_jnum6(sbuf *b, double v)
-{
-	if (isfinite(v))
-		sb_printf(b, "%.6g", v);
-	else
-		sb_printf(b, "null");
-}
-
-void sb_free(sbuf *b)
-{
-	free(b->s);
-	memset(b, 0, sizeof *b);
-}
-
-/* ------------------------------------------------------------- misc */
-
-void eval_fnv1a_hex(const void *p, size_t n, char out[17])
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (size_t i = 0; i < n; i++) {
-		h ^= ((const unsigned char *)p)[i];
-		h *= 0x100000001b3ull;
-	}
-	snprintf(out, 17, "%016llx", (unsigned long long)h);
-}
-
-uint64_t eval_rss_peak(void)
-{
-	struct rusage ru;
-	if (getrusage(RUSAGE_SELF, &ru) != 0)
-		return 0;
-	return (uint64_t)ru.ru_maxrss * 1024; /* Linux reports KiB */
-}
-
-uint64_t eval_rss_now(void)
-{
-	FILE *f = fopen("/proc/self/statm", "r");
-	unsigned long size, resident;
-	int ok = f && fscanf(f, "%lu %lu", &size, &resident) == 2;
-	if (f)
-		fclose(f);
-	long page = sysconf(_SC_PAGESIZE);
-	return ok && page > 0 ? (uint64_t)resident * (uint64_t)page : 0;
 }

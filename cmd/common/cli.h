@@ -41,6 +41,9 @@ void cli_init(cli_parser *p, const char *prog, const cli_option *opts);
 int cli_next(cli_parser *p, int argc, char **argv, const char *usage_line, const char *description);
 void cli_free(cli_parser *p);
 void cli_help(const cli_parser *p, FILE *out, const char *usage_line, const char *description);
+/* The running tool's name, as the last cli_init gave it ("hsq" before):
+ * for the messages of code shared by every tool (cmd/common/). */
+const char *cli_prog(void);
 
 /* Prints "prog: message" to stderr and exits with code. */
 void cli_die(const char *prog, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
@@ -56,11 +59,12 @@ int cli_exit_for(hsq_status st, int phase_code);
 
 /* Parses a decimal integer/float option value within [lo, hi] or exits 2. */
 long cli_long(const char *prog, const char *opt, const char *value, long lo, long hi);
-/* --residual-heads: 'default', 'all' or a head count (exits 2 otherwise). */
-int cli_residual_heads(const char *prog, const char *value);
-/* --key-rounding: 'query' or 'nearest' (exits 2 otherwise). */
-hsq_key_rounding cli_key_rounding(const char *prog, const char *value);
 double cli_double(const char *prog, const char *opt, const char *value, double lo, double hi);
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid:
+ * no overlong forms, surrogates or code points above U+10FFFF. The one
+ * rule of the writers of JSON, SVG text and hsq-inspect's text lines. */
+size_t cli_utf8_len(const char *s, size_t n);
 
 /* Reads a whole file (path "-" = stdin) into a NUL-terminated buffer. */
 char *cli_read_all(const char *prog, const char *path, size_t *len);

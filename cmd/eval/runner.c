@@ -1,5 +1,4 @@
-/* methods.c - running one method on a context that holds a document, and
- * reading documents.
+/* runner.c - running one method on a context that holds a document.
  *
  * The paired design: the document is run through the model once, into a
  * full context saved as a snapshot (all but its last n_obs tokens); each
@@ -11,10 +10,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "eval.h"
+#include "common/cleanup.h"
+#include "runner.h"
 
 void eval_die_status(hsq_status st, const char *what)
 {
@@ -31,9 +32,7 @@ void eval_runner_init(eval_runner *R, const eval_common *c)
 	hsq_model_get_info(R->model, &R->mi);
 	for (int i = 0; i < 32; i++)
 		snprintf(R->model_id + 2 * i, 3, "%02x", R->mi.identity[i]);
-	R->tp = hsq_tier_default_params();
-	R->tp.residual_heads = c->residual_heads;
-	R->tp.key_rounding = c->key_rounding;
+	R->tp = c->tier.params; /* the library's defaults but --residual-heads and --key-rounding */
 	R->n_obs = R->tp.obs_window;
 	eval_runner_tmpdir(R);
 	R->logits = malloc((size_t)R->mi.n_vocab * EVAL_CHUNK * sizeof *R->logits);
@@ -48,11 +47,11 @@ void eval_runner_tmpdir(eval_runner *R)
 	if (!mkdtemp(R->dir))
 		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot make a temporary directory in %s: %s; set TMPDIR",
 			tmp && *tmp ? tmp : "/tmp", strerror(errno));
-	eval_cleanup_add_dir(R->dir);
+	cleanup_add_dir(R->dir);
 	snprintf(R->snap, sizeof R->snap, "%s/doc.hsq", R->dir);
-	eval_cleanup_add(R->snap);
+	cleanup_add(R->snap);
 	snprintf(R->msnap, sizeof R->msnap, "%s/method.hsq", R->dir);
-	eval_cleanup_add(R->msnap);
+	cleanup_add(R->msnap);
 }
 
 void eval_runner_free(eval_runner *R)
@@ -79,17 +78,17 @@ void eval_runner_config(const eval_runner *R, sbuf *b)
 	sb_printf(b, ",\"model_sha256\":\"%s\",\"methods\":[", R->model_id);
 	for (int i = 0; i < R->c->n_methods; i++)
 		sb_printf(b, "%s\"%s\"", i ? "," : "", hsq_mode_name(R->c->methods[i]));
-	sb_printf(b, "],\"budget\":\"%s\"", eval_budget_name(R->c->budget, buf, sizeof buf));
-	if (R->c->retrieval_heads == HSQ_RETRIEVAL_DEFAULT)
+	sb_printf(b, "],\"budget\":\"%s\"", tier_budget_name(R->c->tier.budget, buf, sizeof buf));
+	if (R->c->tier.retrieval_heads == HSQ_RETRIEVAL_DEFAULT)
 		sb_printf(b, ",\"retrieval_heads\":\"default\"");
 	else
-		sb_printf(b, ",\"retrieval_heads\":\"%d\"", R->c->retrieval_heads);
+		sb_printf(b, ",\"retrieval_heads\":\"%d\"", R->c->tier.retrieval_heads);
 	/* written only when not the default, so that logs from before the
 	 * option (which had the default) still resume */
-	if (R->c->residual_heads == HSQ_RESIDUAL_ALL)
+	if (R->c->tier.params.residual_heads == HSQ_RESIDUAL_ALL)
 		sb_printf(b, ",\"residual_heads\":\"all\"");
-	else if (R->c->residual_heads != HSQ_RESIDUAL_DEFAULT)
-		sb_printf(b, ",\"residual_heads\":\"%d\"", R->c->residual_heads);
+	else if (R->c->tier.params.residual_heads != HSQ_RESIDUAL_DEFAULT)
+		sb_printf(b, ",\"residual_heads\":\"%d\"", R->c->tier.params.residual_heads);
 	sb_printf(b, ",\"tiers\":{\"sinks\":%d,\"window\":%d,\"l1_fraction\":", p->sinks, p->window);
 	sb_jnum(b, p->l1_fraction);
 	sb_printf(b, ",\"group_size\":%d,\"medium_fraction\":", p->group_size);
@@ -137,9 +136,9 @@ static void set_budget(const eval_runner *R, hsq_context *ctx)
 	hsq_status st;
 	if (hsq_context_mode(ctx) != HSQ_MODE_HSQ)
 		return;
-	if ((st = hsq_context_set_budget(ctx, R->c->budget)))
+	if ((st = hsq_context_set_budget(ctx, R->c->tier.budget)))
 		cli_die(EVAL_PROG, EXIT_USAGE, "--budget: %s", hsq_last_error());
-	if ((st = hsq_context_set_retrieval_heads(ctx, R->c->retrieval_heads)))
+	if ((st = hsq_context_set_retrieval_heads(ctx, R->c->tier.retrieval_heads)))
 		cli_die(EVAL_PROG, EXIT_USAGE, "--retrieval-heads: %s", hsq_last_error());
 }
 
@@ -217,170 +216,33 @@ hsq_token *eval_tokenize(const hsq_model *m, const char *text, size_t len, int a
 	return t;
 }
 
-/* ----------------------------------------------------------- documents */
+/* --------------------------------------------------------------- misc */
 
-static char *read_text(const char *path, size_t *len, char hash[17])
+void eval_fnv1a_hex(const void *p, size_t n, char out[17])
 {
-	char *text = cli_read_all(EVAL_PROG, path, len);
-	if (*len == 0)
-		cli_die(EVAL_PROG, EXIT_INPUT, "%s is empty; give a text document", path);
-	if (strlen(text) != *len)
-		cli_die(EVAL_PROG, EXIT_INPUT, "%s contains a NUL byte at offset %zu; is it text?", path, strlen(text));
-	eval_fnv1a_hex(text, *len, hash);
-	return text;
-}
-
-static const char *base_name(const char *path)
-{
-	const char *s = strrchr(path, '/');
-	return s && s[1] ? s + 1 : path;
-}
-
-static void add_doc(eval_docs *D, const char *name, hsq_token *toks, size_t n)
-{
-	eval_doc *d = realloc(D->docs, (size_t)(D->n + 1) * sizeof *d);
-	if (!d)
-		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
-	D->docs = d;
-	d = &D->docs[D->n++];
-	snprintf(d->name, sizeof d->name, "%s", name);
-	d->toks = toks;
-	d->n = n;
-}
-
-/* --join: the files' texts, in order, separated by a blank line, then cut
- * into consecutive samples of need tokens (the rest is dropped). */
-static void load_joined(eval_docs *D, const eval_runner *R, int need)
-{
-	sbuf all = { 0 };
-	for (int i = 0; i < D->n_files; i++) {
-		size_t len;
-		char *text = read_text(D->files[i], &len, D->hash[i]);
-		sb_printf(&all, "%s%s", i ? "\n\n" : "", text);
-		free(text);
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < n; i++) {
+		h ^= ((const unsigned char *)p)[i];
+		h *= 0x100000001b3ull;
 	}
-	size_t n;
-	hsq_token *toks = eval_tokenize(R->model, all.s, all.len, -1, 0, &n, "joined documents");
-	sb_free(&all);
-	for (size_t at = 0; at + (size_t)need <= n; at += (size_t)need) {
-		hsq_token *t = malloc((size_t)need * sizeof *t);
-		char name[32];
-		if (!t)
-			cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
-		memcpy(t, toks + at, (size_t)need * sizeof *t);
-		snprintf(name, sizeof name, "joined-%03d", D->n);
-		add_doc(D, name, t, (size_t)need);
-	}
-	if (D->n == 0)
-		cli_die(EVAL_PROG, EXIT_INPUT, "the joined documents are %zu tokens, fewer than the %d one sample needs; "
-					       "give more text or lower --context",
-			n, need);
-	hsq_free(toks);
+	snprintf(out, 17, "%016llx", (unsigned long long)h);
 }
 
-void eval_docs_load(eval_docs *D, const eval_runner *R, int n_files, char **files, int need, int join)
+uint64_t eval_rss_peak(void)
 {
-	memset(D, 0, sizeof *D);
-	if (n_files > EVAL_MAX_FILES)
-		cli_usage_error(EVAL_PROG, "at most %d documents", EVAL_MAX_FILES);
-	D->n_files = n_files;
-	for (int i = 0; i < n_files; i++)
-		D->files[i] = files[i];
-	if (join) {
-		load_joined(D, R, need);
-		return;
-	}
-	int kept = 0;
-	for (int i = 0; i < n_files; i++) {
-		size_t len, n;
-		char *text = read_text(files[i], &len, D->hash[i]);
-		hsq_token *toks = eval_tokenize(R->model, text, len, -1, 0, &n, files[i]);
-		free(text);
-		hsq_token *doc = NULL;
-		if (n < (size_t)need) {
-			/* not silently: a skipped document changes what the summary covers */
-			fprintf(stderr, "%s: skipping %s: %zu tokens, fewer than the %d needed (or use --join)\n",
-				EVAL_PROG, files[i], n, need);
-		} else if (!(doc = malloc((size_t)need * sizeof *doc))) {
-			cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
-		} else {
-			memcpy(doc, toks, (size_t)need * sizeof *doc); /* the document's first need tokens */
-			kept++;
-		}
-		hsq_free(toks);
-		add_doc(D, base_name(files[i]), doc, doc ? (size_t)need : 0);
-	}
-	if (kept == 0)
-		cli_die(EVAL_PROG, EXIT_INPUT, "no document has the %d tokens needed; give longer documents, lower "
-					       "--context, or concatenate them with --join",
-			need);
-}
-
-void eval_docs_config(const eval_docs *D, sbuf *b)
-{
-	sb_printf(b, "\"documents\":[");
-	for (int i = 0; i < D->n_files; i++) {
-		sb_printf(b, "%s{\"name\":", i ? "," : "");
-		sb_jstr(b, base_name(D->files[i]));
-		sb_printf(b, ",\"fnv1a\":\"%s\"}", D->hash[i]);
-	}
-	sb_printf(b, "]");
-}
-
-void eval_docs_free(eval_docs *D)
-{
-	for (int i = 0; i < D->n; i++)
-		free(D->docs[i].toks);
-	free(D->docs);
-	D->docs = NULL;
-	D->n = 0;
-}
-
-/* ------------------------------------------------- document records */
-
-int eval_doc_record(const json_value *rec, const eval_docs *D, long *index, char *err, size_t cap)
-{
-	const json_value *kind = json_get(rec, "record"), *name = json_get(rec, "name");
-	if (!kind || kind->type != JSON_STRING || strcmp(kind->string, "document")) {
-		snprintf(err, cap, "'record' is not \"document\"");
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
 		return 0;
-	}
-	if (!json_int_member(rec, "index", 0, D->n - 1, index, err, cap))
-		return 0;
-	if (!name || name->type != JSON_STRING || strcmp(name->string, D->docs[*index].name)) {
-		snprintf(err, cap, "'name' is not \"%s\", the name of document %ld", D->docs[*index].name, *index);
-		return 0;
-	}
-	if (!D->docs[*index].toks) {
-		snprintf(err, cap, "document %ld (%s) is too short for this run", *index, D->docs[*index].name);
-		return 0;
-	}
-	return 1;
+	return (uint64_t)ru.ru_maxrss * 1024; /* Linux reports KiB */
 }
 
-const json_value *eval_method_result(const json_value *rec, hsq_snapshot_mode mode, char *err, size_t cap)
+uint64_t eval_rss_now(void)
 {
-	const json_value *ms = json_obj_member(rec, "methods", err, cap);
-	const json_value *r = ms ? json_obj_member(ms, hsq_mode_name(mode), err, cap) : NULL;
-	if (!r) {
-		size_t l = strlen(err);
-		snprintf(err + l, cap - l, " (method %s)", hsq_mode_name(mode));
-	}
-	return r;
-}
-
-int eval_doc_records(const eval_log *L, const eval_docs *D, const json_value **by_doc)
-{
-	int n = 0;
-	for (int i = 0; i < D->n; i++)
-		by_doc[i] = NULL;
-	for (size_t i = 0; i < L->n; i++) {
-		int k = (int)json_get(&L->records[i], "index")->number;
-		if (by_doc[k])
-			cli_die(EVAL_PROG, EXIT_INPUT, "%s:%ld: document %d (%s) is in the log twice; remove one", L->path,
-				L->lines[i], k, D->docs[k].name);
-		by_doc[k] = &L->records[i];
-		n++;
-	}
-	return n;
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long size, resident;
+	int ok = f && fscanf(f, "%lu %lu", &size, &resident) == 2;
+	if (f)
+		fclose(f);
+	long page = sysconf(_SC_PAGESIZE);
+	return ok && page > 0 ? (uint64_t)resident * (uint64_t)page : 0;
 }

@@ -70,6 +70,7 @@ int main(int argc, char **argv)
 	hsq_sampler_params sp = hsq_sampler_default_params();
 	cli_parser p;
 	tier_options_init(&tier);
+	cli_status_hint(HSQ_ERR_CONTEXT_FULL, "-c sets the context size");
 	cli_init(&p, PROG, options);
 	for (int c; (c = cli_next(&p, argc, argv, USAGE, DESCRIPTION)) != -1;) {
 		switch (c) {

@@ -130,10 +130,19 @@ void cli_die(const char *prog, int code, const char *fmt, ...)
 	exit(code);
 }
 
+static const char *status_hints[HSQ_ERR_INTERNAL + 1];
+
+void cli_status_hint(hsq_status st, const char *hint)
+{
+	if ((int)st >= 0 && st <= HSQ_ERR_INTERNAL)
+		status_hints[st] = hint;
+}
+
 void cli_die_status(const char *prog, int code, hsq_status st)
 {
 	const char *detail = hsq_last_error();
-	cli_die(prog, code, "%s", *detail ? detail : hsq_strerror(st));
+	const char *hint = (int)st >= 0 && st <= HSQ_ERR_INTERNAL ? status_hints[st] : NULL;
+	cli_die(prog, code, "%s%s%s", *detail ? detail : hsq_strerror(st), hint ? "; " : "", hint ? hint : "");
 }
 
 void cli_usage_error(const char *prog, const char *fmt, ...)
@@ -241,8 +250,10 @@ const char *cli_model_path(const char *prog, const char *given, char *buf, size_
 	if (given)
 		return given;
 	hsq_status st = hsq_default_model_path(buf, cap);
-	if (st)
+	if (st) {
+		cli_status_hint(st, "or pass -m FILE");
 		cli_die_status(prog, EXIT_MODEL, st);
+	}
 	return buf;
 }
 
@@ -250,8 +261,11 @@ hsq_model *cli_load_model(const char *prog, const char *path)
 {
 	hsq_model *m;
 	hsq_status st = hsq_model_load(path, &m);
-	if (st)
+	if (st) {
+		if (st == HSQ_ERR_IO)
+			cli_status_hint(st, "-m FILE names another");
 		cli_die_status(prog, cli_exit_for(st, EXIT_MODEL), st);
+	}
 	return m;
 }
 

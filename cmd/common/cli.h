@@ -49,6 +49,10 @@ const char *cli_prog(void);
 void cli_die(const char *prog, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
 /* Prints "prog: <hsq_last_error() or strerror>" and exits with code. */
 void cli_die_status(const char *prog, int code, hsq_status st) __attribute__((noreturn));
+/* The library's messages never name a tool's flags; a tool says which of
+ * its flags a status concerns, and cli_die_status appends "; HINT" to the
+ * message of that status (hint: a static string, NULL to drop it). */
+void cli_status_hint(hsq_status st, const char *hint);
 /* Usage error: message plus "try 'prog --help'", exit 2. */
 void cli_usage_error(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 

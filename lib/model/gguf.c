@@ -211,7 +211,7 @@ hsq_status gguf_open(const char *path, gguf_file **out)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		st = hsq_fail(HSQ_ERR_IO, "%s: %s%s", path, strerror(errno),
-			      errno == ENOENT ? " (run 'make model' or name another model file)" : "");
+			      errno == ENOENT ? " (run 'make model' for the default model)" : "");
 		goto fail;
 	}
 	struct stat sb;

@@ -340,6 +340,6 @@ hsq_status hsq_default_model_path(char *buf, size_t cap)
 		}
 	}
 	return hsq_fail(HSQ_ERR_INVALID_ARG,
-			"no model given and the default model is not installed (looked in %s); run 'make model', "
-			"name a model file or set HSQ_MODEL", cand[n > 1 ? 1 : 0]);
+			"no model given and the default model is not installed (looked in %s); run 'make model' "
+			"or set HSQ_MODEL", cand[n > 1 ? 1 : 0]);
 }

@@ -20,7 +20,7 @@ run "$P" -o x.hsq --zstd-level 40; expect "prefill zstd level out of range" 2 "-
 
 # --- model errors (exit 3)
 run env HSQ_MODEL= HOME="$TMP/nohome" XDG_DATA_HOME= "$D" -p hi
-expect "decode with no model installed exits 3 and says how to get one" 3 "make model"
+expect "decode with no model installed exits 3 and says how to get one, -m its own hint" 3 "make model.*; or pass -m FILE$"
 run "$D" -m "$TMP/missing.gguf" -p hi
 expect "missing model exits 3 naming the file" 3 "missing.gguf: No such file"
 mkdir -p "$TMP/dir.gguf"
@@ -65,8 +65,8 @@ if have_model; then
 	run "$D" -m "$M" -f "$TMP/prompt.txt" -n 8
 	[ "$out" = "$first" ] && ok "-f reads the prompt from a file" || fail "-f output differs: $out"
 	run "$D" -m "$M" -p "" -n 4; expect "empty prompt exits 4" 4 "prompt is empty"
-	run "$D" -m "$M" -p hi -c 100000; expect "context longer than the model's exits 4" 4 "longer than the model's 8192"
-	run "$D" -m "$M" -p "one two three four five six seven eight" -c 4; expect "prompt longer than -c exits 4" 4 "do not fit"
+	run "$D" -m "$M" -p hi -c 100000; expect "context longer than the model's exits 4, the tool naming -c" 4 "longer than the model's 8192.*; -c sets the context size$"
+	run "$D" -m "$M" -p "one two three four five six seven eight" -c 4; expect "prompt longer than -c exits 4, the tool naming -c" 4 "do not fit.*; -c sets the context size$"
 
 	# --- prefill errors and snapshot round trip
 	run "$P" -m "$M" -o "$TMP/e.hsq" < /dev/null; expect "empty document exits 4" 4 "document is empty"

@@ -1,9 +1,9 @@
 /* backend.h - where the transformer's math runs (internal).
  *
- * The model code (forward.c) only calls these operations on buffers the
- * backend allocated, so a device backend (CUDA) can sit behind the same
- * table: it would keep weights, activations and the KV cache in device
- * memory and copy only tokens in and logits out. The CPU backend always
+ * The forward pass (context/context.c) only calls these operations on
+ * buffers the backend allocated, so a device backend (CUDA) can sit behind
+ * the same table: it would keep weights, activations, the KV cache and the
+ * tiers in device memory and copy only tokens in and logits out. The CPU backend always
  * works and is the reference ("CPU twin") for every device kernel.
  *
  * Shapes: activations are row-major [n_tok][width] fp32. */

@@ -512,7 +512,7 @@ void tiers_attend(struct hsq_tiers *t, int layer, const float *q, const float *k
 	int H = t->n_head_kv;
 	size_t kvw = (size_t)H * t->head_dim;
 
-	/* append the chunk to the tail (capacity reserved by context_tiers_reserve) */
+	/* append the chunk to the tail (capacity reserved by tiers_reserve_chunk) */
 	memcpy(L->tail_k + (size_t)L->n_tail * kvw, k, (size_t)n * kvw * sizeof *k);
 	memcpy(L->tail_v + (size_t)L->n_tail * kvw, v, (size_t)n * kvw * sizeof *v);
 	for (int i = 0; i < n; i++)

@@ -283,14 +283,21 @@ static void print_table(const report *r, hsq_metric metric)
 	if (ks_n)
 		printf("\nstreams: %d of %d cells differ at KS p < 0.01 on %s (about %.1f expected by chance)\n",
 		       ks_low, ks_n, mn, 0.01 * ks_n);
-	printf("\nfindings (%s stream%s):\n", hsq_rng_name(p->streams[0]),
-	       p->n_streams == 2 ? "; the verdict on the other stream in parentheses" : "");
+	/* One verdict per finding: the word when the streams agree, "streams
+	 * differ" and then each stream's word on a line of its own when not. */
+	if (p->n_streams == 2)
+		printf("\nfindings (verdict on both streams, %s and %s; evidence from %s):\n",
+		       hsq_rng_name(p->streams[0]), hsq_rng_name(p->streams[1]), hsq_rng_name(p->streams[0]));
+	else
+		printf("\nfindings (%s stream):\n", hsq_rng_name(p->streams[0]));
 	for (int f = 0; f < HSQ_N_FINDINGS; f++) {
 		const hsq_finding *a = &r->findings[0][f];
-		printf("  %-14s %s: %s", verdict_word(a->verdict), a->id, a->claim);
-		if (p->n_streams == 2)
-			printf(" (%s)", verdict_word(r->findings[1][f].verdict));
-		printf("\n  %-14s %s\n", "", a->evidence);
+		int split = p->n_streams == 2 && r->findings[1][f].verdict != a->verdict;
+		printf("  %-14s %s: %s\n", split ? "streams differ" : verdict_word(a->verdict), a->id, a->claim);
+		if (split)
+			printf("  %-14s %s: %s; %s: %s\n", "", hsq_rng_name(p->streams[0]), verdict_word(a->verdict),
+			       hsq_rng_name(p->streams[1]), verdict_word(r->findings[1][f].verdict));
+		printf("  %-14s %s\n", "", a->evidence);
 	}
 }
 

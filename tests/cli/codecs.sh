@@ -46,7 +46,20 @@ fi
 run "$E" codecs $SMALL -o "$TMP/a"; expect "a small study exits 0" 0 ""
 expect_out "the table has a low-rank squ row" "^low-rank +squ +2 "
 expect_out "the table reports KS between streams" "ks p"
-expect_out "findings are reported" "findings \(pcg64 stream"
+expect_out "findings are reported" "^findings \(verdict on both streams, pcg64 and mt19937"
+# a finding's verdict appears once: no claim line ends in a second verdict
+if printf '%s\n' "$out" | grep -Eq '\((held|did not hold|not evaluable)\)$'; then
+	fail "a finding's verdict appears once" "$(printf '%s\n' "$out" | grep -E '\((held|did not hold|not evaluable)\)$' | head -n 2)"
+else
+	ok "a finding's verdict appears once"
+fi
+# every finding opens with one verdict; a split names each stream's
+words=$(printf '%s\n' "$out" | sed -n '/^findings/,$p' | grep -E '^  [a-z]' | grep -cE '^  (held|did not hold|not evaluable|streams differ) +[a-z0-9-]+: ')
+[ "$words" -eq 7 ] && ok "seven findings, each opening with its verdict" || fail "findings opening with a verdict: $words of 7"
+if printf '%s\n' "$out" | grep -q '^  streams differ'; then
+	printf '%s\n' "$out" | grep -A1 '^  streams differ' | grep -Eq '^ +pcg64: (held|did not hold|not evaluable); mt19937: (held|did not hold|not evaluable)$' &&
+		ok "a split verdict names each stream's" || fail "a split verdict does not name each stream's"
+fi
 for f in a.csv a.json a.svg; do
 	[ -s "$TMP/$f" ] && ok "$f written" || fail "$f missing or empty"
 done

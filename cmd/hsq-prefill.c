@@ -2,9 +2,9 @@
  * context in a snapshot that hsq-decode resumes many times. */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/cli.h"
+#include "common/progress.h"
 #include "common/tier_options.h"
 
 static const char PROG[] = "hsq-prefill";
@@ -28,14 +28,15 @@ static const cli_option options[] = {
 	{ "chat", 0, NULL, "open a chat user turn with the document; hsq-decode --chat closes it", OPT_CHAT },
 	{ "system", 0, "TEXT", "system message for --chat (default: the template's)", OPT_SYSTEM },
 	{ "zstd-level", 0, "N", "zstd compression level 1..19 (default 3)", OPT_ZSTD },
-	{ "verbose", 'v', NULL, "print progress and timings to standard error", 'v' },
+	{ "verbose", 'v', NULL, "print timings to standard error", 'v' },
+	{ "quiet", 'q', NULL, "no progress line (shown only when standard error is a terminal)", 'q' },
 	{ 0 },
 };
 
 int main(int argc, char **argv)
 {
 	const char *model_arg = NULL, *out_path = NULL, *in_path = "-", *system = NULL;
-	int chat = 0, verbose = 0, zstd_level = 3;
+	int chat = 0, verbose = 0, quiet = 0, zstd_level = 3;
 	hsq_snapshot_mode mode = HSQ_MODE_HSQ;
 	tier_options tier;
 	hsq_context_params cp = hsq_context_default_params();
@@ -59,6 +60,7 @@ int main(int argc, char **argv)
 		case OPT_SYSTEM: system = optarg; break;
 		case OPT_ZSTD: zstd_level = (int)cli_long(PROG, "--zstd-level", optarg, 1, 19); break;
 		case 'v': verbose = 1; break;
+		case 'q': quiet = 1; break;
 		default: tier_option(&tier, PROG, c, optarg); break;
 		}
 	}
@@ -122,17 +124,18 @@ int main(int argc, char **argv)
 		cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
 	double t0 = cli_now();
 	int chunk = cp.n_batch ? cp.n_batch : 512;
-	int progress = isatty(STDERR_FILENO); /* a \r progress line only on a terminal */
+	progress bar;
+	progress_start(&bar, PROG, "tokens", n_tok, quiet);
 	for (size_t done = 0; done < n_tok; done += (size_t)chunk) {
 		size_t n = n_tok - done < (size_t)chunk ? n_tok - done : (size_t)chunk;
-		if ((st = hsq_context_eval(ctx, toks + done, n, NULL, 0)))
+		if ((st = hsq_context_eval(ctx, toks + done, n, NULL, 0))) {
+			progress_end(&bar);
 			cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
-		if (verbose && progress)
-			fprintf(stderr, "\r%s: %zu/%zu tokens", PROG, done + n, n_tok);
+		}
+		progress_update(&bar, done + n);
 	}
+	progress_end(&bar);
 	double t_prefill = cli_now() - t0;
-	if (verbose && progress)
-		fprintf(stderr, "\n");
 	double t1 = cli_now();
 	if ((st = hsq_context_compress(ctx, mode, &tier.params)))
 		cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);

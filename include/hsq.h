@@ -80,7 +80,7 @@ typedef struct hsq_model_info {
 	hsq_token eos;            /* end-of-sequence token, -1 if none */
 	int add_bos;              /* 1 if the tokenizer prepends BOS by default */
 	uint64_t file_size;       /* bytes */
-	uint8_t identity[32];     /* sha256 of the GGUF header + tensor table: the model identity */
+	uint8_t identity[32];     /* sha256 of the whole GGUF file: the model identity */
 } hsq_model_info;
 
 /* Memory-map and validate a GGUF file. Every offset, count and dimension is

@@ -179,21 +179,12 @@ static hsq_status tensor_size(const gguf_file *f, gguf_tensor *t)
 	return HSQ_OK;
 }
 
-/* Identity: header, metadata and tensor table, plus the first and last
- * bytes of every tensor, so two files with equal layout but different
- * weights differ, without hashing gigabytes at every load. */
-static void compute_identity(gguf_file *f, uint64_t table_end)
+/* Identity: the SHA-256 of the whole file, so two models that differ in any
+ * weight byte (or any metadata) differ. Reading every page costs a pass over
+ * the file at each load; sha256.c uses the CPU's SHA extensions for it. */
+static void compute_identity(gguf_file *f)
 {
-	sha256_ctx c;
-	sha256_init(&c);
-	sha256_update(&c, f->map, table_end);
-	for (uint64_t i = 0; i < f->n_tensors; i++) {
-		const gguf_tensor *t = &f->tensors[i];
-		uint64_t n = t->n_bytes < 256 ? t->n_bytes : 256;
-		sha256_update(&c, t->data, n);
-		sha256_update(&c, t->data + t->n_bytes - n, n);
-	}
-	sha256_final(&c, f->identity);
+	sha256(f->map, f->size, f->identity);
 }
 
 hsq_status gguf_open(const char *path, gguf_file **out)
@@ -312,7 +303,7 @@ hsq_status gguf_open(const char *path, gguf_file **out)
 		}
 		t->data = f->map + f->data_offset + t->offset;
 	}
-	compute_identity(f, table_end);
+	compute_identity(f);
 	close(fd);
 	*out = f;
 	return HSQ_OK;

@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 #include <unistd.h>
 
+#include "common/sha256.h"
 #include "model/gguf.h"
 #include "gguf_builder.h"
 
@@ -244,4 +245,98 @@ Test(gguf, real_model_tensor_table)
 	cr_expect_eq(t->ne[1], 49152);
 	cr_expect_eq(gguf_get_u32_or(f, "llama.block_count", 0), 30);
 	gguf_close(f);
+}
+
+/* ------------------------------------------------------------ identity */
+
+/* One F32 tensor of 1024 values (4 KiB) whose value at [mid] is v. */
+static gbuf one_big_tensor(float v)
+{
+	gbuf b = { 0 };
+	gb_u32(&b, 0x46554747u); gb_u32(&b, 3); gb_u64(&b, 1); gb_u64(&b, 0);
+	tensor_info(&b, "t", 1, (uint64_t[]){ 1024 }, 0, 0);
+	gb_pad(&b, 32);
+	float x[1024] = { 0 };
+	x[512] = v;
+	gb_put(&b, x, sizeof x);
+	return b;
+}
+
+static void identity_of(gbuf *b, uint8_t id[32])
+{
+	cr_assert_eq(write_file(path, b->p, b->n), 0);
+	gguf_file *f = NULL;
+	cr_assert_eq(gguf_open(path, &f), HSQ_OK, "%s", hsq_last_error());
+	memcpy(id, f->identity, 32);
+	gguf_close(f);
+	free(b->p);
+}
+
+Test(gguf, identity_covers_every_weight_byte)
+{
+	uint8_t a[32], b[32], whole[32];
+	gbuf g = one_big_tensor(1.0f);
+	sha256(g.p, g.n, whole);
+	identity_of(&g, a);
+	cr_expect_eq(memcmp(a, whole, 32), 0, "the identity is the SHA-256 of the whole file");
+	g = one_big_tensor(2.0f); /* byte 2048 of 4096: outside the first and last 256 */
+	identity_of(&g, b);
+	cr_expect_neq(memcmp(a, b, 32), 0, "a weight in the middle of a tensor must change the identity");
+}
+
+static void hex(const uint8_t d[32], char out[65])
+{
+	for (int i = 0; i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+Test(gguf, sha256_known_answers)
+{
+	uint8_t d[32];
+	char h[65];
+	sha256("abc", 3, d);
+	hex(d, h);
+	cr_expect_str_eq(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	sha256("", 0, d);
+	hex(d, h);
+	cr_expect_str_eq(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+	sha256(m, strlen(m), d);
+	hex(d, h);
+	cr_expect_str_eq(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"); /* FIPS 180-2 B.2 */
+	/* one million 'a', fed in uneven pieces */
+	static uint8_t mil[1000000];
+	memset(mil, 'a', sizeof mil);
+	sha256_ctx c;
+	sha256_init(&c);
+	for (size_t off = 0, step = 1; off < sizeof mil; off += step, step = step * 3 % 1021 + 1)
+		sha256_update(&c, mil + off, off + step > sizeof mil ? sizeof mil - off : step);
+	sha256_final(&c, d);
+	hex(d, h);
+	cr_expect_str_eq(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+/* The CPU's SHA extensions (where present) and the portable code agree on
+ * every block count from 0 to 40 over varied data and states. */
+Test(gguf, sha256_accelerated_matches_portable)
+{
+	uint8_t data[64 * 40];
+	uint32_t seed = 12345;
+	for (size_t i = 0; i < sizeof data; i++) {
+		seed = seed * 1664525u + 1013904223u;
+		data[i] = (uint8_t)(seed >> 24);
+	}
+	uint32_t probe[8] = { 0 };
+	if (sha256_blocks_accel(probe, data, 1)) {
+		printf("SKIP: sha256 accelerated path (this CPU has no SHA extensions)\n");
+		cr_skip_test("no SHA extensions");
+	}
+	for (size_t n = 0; n <= 40; n++) {
+		uint32_t a[8], b[8];
+		for (int i = 0; i < 8; i++)
+			a[i] = b[i] = (uint32_t)(0x9e3779b9u * (uint32_t)(i + n));
+		sha256_blocks_portable(a, data + (n % 7), n > 39 ? 39 : n);
+		cr_assert_eq(sha256_blocks_accel(b, data + (n % 7), n > 39 ? 39 : n), 0);
+		cr_assert_eq(memcmp(a, b, sizeof a), 0, "%zu blocks differ", n);
+	}
 }

@@ -187,6 +187,21 @@ static void compute_identity(gguf_file *f)
 	sha256(f->map, f->size, f->identity);
 }
 
+static const char *file_kind(mode_t mode)
+{
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISCHR(mode))
+		return "a character device";
+	if (S_ISBLK(mode))
+		return "a block device";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	return "a special file";
+}
+
 hsq_status gguf_open(const char *path, gguf_file **out)
 {
 	hsq_status st = HSQ_OK;
@@ -199,7 +214,10 @@ hsq_status gguf_open(const char *path, gguf_file **out)
 		st = hsq_fail(HSQ_ERR_NOMEM, "out of memory opening %s", path);
 		goto fail;
 	}
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK so that a FIFO given as the model is refused at once
+	 * instead of waiting for a writer; cleared once it is known to be a
+	 * regular file. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		st = hsq_fail(HSQ_ERR_IO, "%s: %s%s", path, strerror(errno),
 			      errno == ENOENT ? " (run 'make model' for the default model)" : "");
@@ -211,7 +229,13 @@ hsq_status gguf_open(const char *path, gguf_file **out)
 		goto fail;
 	}
 	if (!S_ISREG(sb.st_mode)) {
-		st = hsq_fail(HSQ_ERR_IO, "%s: not a regular file", path);
+		st = hsq_fail(HSQ_ERR_IO, "%s: is %s, not a regular file; name a .gguf model file", path,
+			      file_kind(sb.st_mode));
+		goto fail;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		st = hsq_fail(HSQ_ERR_IO, "%s: %s", path, strerror(errno));
 		goto fail;
 	}
 	f->size = (uint64_t)sb.st_size;

@@ -2,10 +2,12 @@
  *
  * Weights stay in the read-only mapping; a hsq_weight is a view (pointer,
  * type, shape) checked here once, so the math never re-validates. */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "model/dequant.h"
@@ -303,12 +305,13 @@ int hsq_token_is_eog(const hsq_model *m, hsq_token t)
 	return tokenizer_is_eog(m->tok, t);
 }
 
+/* O_NONBLOCK: a FIFO at a default location must not hang the search. */
 static int readable(const char *p)
 {
-	FILE *f = fopen(p, "rb");
-	if (!f)
+	int fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
 		return 0;
-	fclose(f);
+	close(fd);
 	return 1;
 }
 

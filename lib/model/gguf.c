@@ -179,6 +179,54 @@ static hsq_status tensor_size(const gguf_file *f, gguf_tensor *t)
 	return HSQ_OK;
 }
 
+static int by_offset(const void *a, const void *b)
+{
+	const gguf_tensor *x = *(const gguf_tensor *const *)a, *y = *(const gguf_tensor *const *)b;
+	if (x->offset != y->offset)
+		return x->offset < y->offset ? -1 : 1;
+	return (x->n_bytes > y->n_bytes) - (x->n_bytes < y->n_bytes);
+}
+
+static int by_name(const void *a, const void *b)
+{
+	const gguf_tensor *x = *(const gguf_tensor *const *)a, *y = *(const gguf_tensor *const *)b;
+	uint64_t n = x->name.len < y->name.len ? x->name.len : y->name.len;
+	int c = n ? memcmp(x->name.ptr, y->name.ptr, (size_t)n) : 0;
+	if (c)
+		return c;
+	return (x->name.len > y->name.len) - (x->name.len < y->name.len);
+}
+
+/* No two tensors share a byte of the data section or a name (a lookup by
+ * name would silently take the first). Sorting keeps it O(n log n) for the
+ * largest table the caps allow. */
+static hsq_status check_tensor_table(const gguf_file *f)
+{
+	if (f->n_tensors < 2)
+		return HSQ_OK;
+	hsq_status st = HSQ_OK;
+	const gguf_tensor **v = malloc((size_t)f->n_tensors * sizeof *v);
+	if (!v)
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory reading %s", f->path);
+	for (uint64_t i = 0; i < f->n_tensors; i++)
+		v[i] = &f->tensors[i];
+	qsort(v, (size_t)f->n_tensors, sizeof *v, by_offset);
+	for (uint64_t i = 1; i < f->n_tensors && !st; i++)
+		if (v[i - 1]->offset + v[i - 1]->n_bytes > v[i]->offset)
+			st = hsq_fail(HSQ_ERR_FORMAT,
+				      "%s: tensors '%.*s' and '%.*s' overlap in the data section; the file is corrupt",
+				      f->path, (int)v[i - 1]->name.len, v[i - 1]->name.ptr, (int)v[i]->name.len,
+				      v[i]->name.ptr);
+	if (!st)
+		qsort(v, (size_t)f->n_tensors, sizeof *v, by_name);
+	for (uint64_t i = 1; i < f->n_tensors && !st; i++)
+		if (!by_name(&v[i - 1], &v[i]))
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: tensor '%.*s' appears twice in the tensor table; the file is corrupt",
+				      f->path, (int)v[i]->name.len, v[i]->name.ptr);
+	free(v);
+	return st;
+}
+
 /* Identity: the SHA-256 of the whole file, so two models that differ in any
  * weight byte (or any metadata) differ. Reading every page costs a pass over
  * the file at each load; sha256.c uses the CPU's SHA extensions for it. */
@@ -327,6 +375,8 @@ hsq_status gguf_open(const char *path, gguf_file **out)
 		}
 		t->data = f->map + f->data_offset + t->offset;
 	}
+	if ((st = check_tensor_table(f)))
+		goto fail;
 	compute_identity(f);
 	close(fd);
 	*out = f;

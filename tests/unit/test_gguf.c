@@ -1,8 +1,10 @@
 /* test_gguf.c - the GGUF reader on well-formed and hostile files. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <unistd.h>
 
 #include "common/sha256.h"
+#include "hsq.h"
 #include "model/gguf.h"
 #include "gguf_builder.h"
 
@@ -339,4 +341,221 @@ Test(gguf, sha256_accelerated_matches_portable)
 		cr_assert_eq(sha256_blocks_accel(b, data + (n % 7), n > 39 ? 39 : n), 0);
 		cr_assert_eq(memcmp(a, b, sizeof a), 0, "%zu blocks differ", n);
 	}
+}
+
+/* ------------------------------------------- model sanity (model.c) */
+
+/* A tiny llama model built in memory: its metadata and tensor table are
+ * fields a test can change before tiny_model_bytes() writes the file. */
+typedef struct tiny_tensor {
+	char name[48];
+	uint32_t n_dims;
+	uint64_t ne[2];
+	uint32_t type;  /* F32 (0) unless a test says otherwise */
+	int64_t offset; /* -1: the next free aligned slot */
+} tiny_tensor;
+
+typedef struct tiny_model {
+	uint32_t block_count, n_embd, n_head, n_head_kv, n_ff;
+	float rope_base, eps;  /* written as f32 */
+	int rope_as_string;    /* write rope.freq_base as a string instead */
+	int n_t;
+	tiny_tensor t[40];
+} tiny_model;
+
+static void tiny_add(tiny_model *m, const char *name, uint32_t n_dims, uint64_t ne0, uint64_t ne1)
+{
+	tiny_tensor *t = &m->t[m->n_t++];
+	snprintf(t->name, sizeof t->name, "%s", name);
+	t->n_dims = n_dims;
+	t->ne[0] = ne0;
+	t->ne[1] = ne1;
+	t->type = 0;
+	t->offset = -1;
+}
+
+/* 2 layers, hidden 8, 2 query heads and 1 kv head of 4 dims, ffn 16,
+ * vocabulary 8: every tensor the llama loader asks for, in F32. */
+static tiny_model tiny_llama(void)
+{
+	tiny_model m = { .block_count = 2, .n_embd = 8, .n_head = 2, .n_head_kv = 1, .n_ff = 16,
+			 .rope_base = 10000.0f, .eps = 1e-5f };
+	tiny_add(&m, "token_embd.weight", 2, 8, 8);
+	tiny_add(&m, "output_norm.weight", 1, 8, 1);
+	for (int l = 0; l < 2; l++) {
+		char n[48];
+#define T(suffix, dims, a, b) snprintf(n, sizeof n, "blk.%d." suffix ".weight", l); tiny_add(&m, n, dims, a, b);
+		T("attn_norm", 1, 8, 1)
+		T("ffn_norm", 1, 8, 1)
+		T("attn_q", 2, 8, 8)
+		T("attn_k", 2, 8, 4)
+		T("attn_v", 2, 8, 4)
+		T("attn_output", 2, 8, 8)
+		T("ffn_gate", 2, 8, 16)
+		T("ffn_up", 2, 8, 16)
+		T("ffn_down", 2, 16, 8)
+#undef T
+	}
+	return m;
+}
+
+static tiny_tensor *tiny_find(tiny_model *m, const char *name)
+{
+	for (int i = 0; i < m->n_t; i++)
+		if (!strcmp(m->t[i].name, name))
+			return &m->t[i];
+	cr_assert_fail("no tensor %s", name);
+	return NULL;
+}
+
+static uint64_t tiny_bytes(const tiny_tensor *t)
+{
+	uint64_t n = t->ne[0] * (t->n_dims > 1 ? t->ne[1] : 1);
+	return t->type == 2 ? n / 32 * 18 : n * 4; /* Q4_0 or F32 */
+}
+
+static hsq_status tiny_load(tiny_model *m)
+{
+	gbuf b = { 0 };
+	gb_u32(&b, 0x46554747u); gb_u32(&b, 3); gb_u64(&b, (uint64_t)m->n_t); gb_u64(&b, 12);
+	kv_str(&b, "general.architecture", "llama");
+	kv_u32(&b, "llama.block_count", m->block_count);
+	kv_u32(&b, "llama.embedding_length", m->n_embd);
+	kv_u32(&b, "llama.feed_forward_length", m->n_ff);
+	kv_u32(&b, "llama.attention.head_count", m->n_head);
+	kv_u32(&b, "llama.attention.head_count_kv", m->n_head_kv);
+	if (m->rope_as_string)
+		kv_str(&b, "llama.rope.freq_base", "10000");
+	else
+		kv_f32(&b, "llama.rope.freq_base", m->rope_base);
+	kv_f32(&b, "llama.attention.layer_norm_rms_epsilon", m->eps);
+	kv_str(&b, "tokenizer.ggml.model", "gpt2");
+	kv_str(&b, "tokenizer.ggml.pre", "default");
+	gb_str(&b, "tokenizer.ggml.tokens"); gb_u32(&b, 9); gb_u32(&b, 8); gb_u64(&b, 8);
+	for (int i = 0; i < 8; i++)
+		gb_str(&b, (const char[]){ (char)('a' + i), 0 });
+	gb_str(&b, "tokenizer.ggml.merges"); gb_u32(&b, 9); gb_u32(&b, 8); gb_u64(&b, 1);
+	gb_str(&b, "a b");
+	uint64_t next = 0, end = 0;
+	for (int i = 0; i < m->n_t; i++) {
+		tiny_tensor *t = &m->t[i];
+		uint64_t off = t->offset >= 0 ? (uint64_t)t->offset : next;
+		tensor_info(&b, t->name, t->n_dims, t->ne, t->type, off);
+		uint64_t e = off + tiny_bytes(t);
+		if (t->offset < 0)
+			next = (e + 31) / 32 * 32;
+		if (e > end)
+			end = e;
+	}
+	gb_pad(&b, 32);
+	size_t data = b.n;
+	float *w = calloc(1, end + 4);
+	for (uint64_t i = 0; i < end / 4; i++)
+		w[i] = 0.01f * (float)(i % 7) + 0.5f;
+	gb_put(&b, w, end);
+	free(w);
+	(void)data;
+	cr_assert_eq(write_file(path, b.p, b.n), 0);
+	free(b.p);
+	hsq_model *model = NULL;
+	hsq_status st = hsq_model_load(path, &model);
+	if (st)
+		cr_assert_null(model);
+	hsq_model_free(model);
+	return st;
+}
+
+#define EXPECT_REFUSED(m, status, pattern, why)                                                           \
+	do {                                                                                              \
+		hsq_status st_ = tiny_load(&(m));                                                         \
+		cr_expect_eq(st_, status, "%s: got %s (%s)", why, hsq_strerror(st_), hsq_last_error());  \
+		cr_expect(strstr(hsq_last_error(), pattern) != NULL, "%s: message '%s' lacks '%s'", why, \
+			  hsq_last_error(), pattern);                                                     \
+		cr_expect(strstr(hsq_last_error(), path) != NULL, "%s: message names no file: %s", why,  \
+			  hsq_last_error());                                                              \
+	} while (0)
+
+Test(gguf, tiny_model_loads)
+{
+	tiny_model m = tiny_llama();
+	cr_assert_eq(tiny_load(&m), HSQ_OK, "%s", hsq_last_error());
+}
+
+/* Two tensors sharing bytes of the data section. */
+Test(gguf, overlapping_tensors_are_refused)
+{
+	tiny_model m = tiny_llama();
+	tiny_find(&m, "blk.1.ffn_up.weight")->offset = (int64_t)0; /* on top of token_embd */
+	EXPECT_REFUSED(m, HSQ_ERR_FORMAT, "overlap", "ffn_up over token_embd");
+
+	m = tiny_llama();
+	tiny_find(&m, "output_norm.weight")->offset = 224; /* the last 32 of token_embd's 256 bytes */
+	EXPECT_REFUSED(m, HSQ_ERR_FORMAT, "overlap", "output_norm over the end of token_embd");
+}
+
+Test(gguf, duplicate_tensor_names_are_refused)
+{
+	tiny_model m = tiny_llama();
+	snprintf(tiny_find(&m, "blk.1.attn_norm.weight")->name, 48, "blk.1.ffn_norm.weight");
+	EXPECT_REFUSED(m, HSQ_ERR_FORMAT, "appears twice", "two blk.1.ffn_norm.weight");
+}
+
+/* block_count must agree with the blk.N tensors, and an absurd one is a
+ * corrupt file (exit 3), not an allocation failure (exit 1). */
+Test(gguf, block_count_matches_the_tensors)
+{
+	static const uint32_t counts[] = { 1u << 30, 1000000, 3, 1 };
+	for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+		tiny_model m = tiny_llama();
+		m.block_count = counts[i];
+		EXPECT_REFUSED(m, HSQ_ERR_FORMAT, "block_count", "block_count against 2 layers of tensors");
+		cr_expect_null(strstr(hsq_last_error(), "out of memory"), "%s", hsq_last_error());
+	}
+	tiny_model m = tiny_llama();
+	m.block_count = 1u << 31;
+	EXPECT_REFUSED(m, HSQ_ERR_FORMAT, "block_count", "block_count 2^31");
+}
+
+/* rope.freq_base and the rms epsilon: finite, in range, and numbers. */
+Test(gguf, rope_base_and_epsilon_in_range)
+{
+	static const float bad_base[] = { INFINITY, -INFINITY, NAN, 1.0f, 0.5f, -10000.0f, 1e30f };
+	for (size_t i = 0; i < sizeof bad_base / sizeof bad_base[0]; i++) {
+		tiny_model m = tiny_llama();
+		m.rope_base = bad_base[i];
+		EXPECT_REFUSED(m, HSQ_ERR_FORMAT, "rope.freq_base", "rope base");
+	}
+	static const float bad_eps[] = { INFINITY, NAN, 0.0f, -1e-5f, 1.0f, 1e10f };
+	for (size_t i = 0; i < sizeof bad_eps / sizeof bad_eps[0]; i++) {
+		tiny_model m = tiny_llama();
+		m.eps = bad_eps[i];
+		EXPECT_REFUSED(m, HSQ_ERR_FORMAT, "layer_norm_rms_epsilon", "rms epsilon");
+	}
+	tiny_model m = tiny_llama();
+	m.rope_as_string = 1;
+	EXPECT_REFUSED(m, HSQ_ERR_FORMAT, "not a number", "rope base as a string");
+	m = tiny_llama();
+	m.rope_base = 5e8f;
+	m.eps = 1e-12f;
+	cr_expect_eq(tiny_load(&m), HSQ_OK, "wide but real values load: %s", hsq_last_error());
+}
+
+/* Shapes the header implies, head counts against the tensors, and a
+ * quantized tensor's block size (checked before this file's sanity work;
+ * kept here so the tiny model covers them). */
+Test(gguf, shapes_agree_with_the_header)
+{
+	tiny_model m = tiny_llama();
+	m.n_head_kv = 2; /* attn_k/attn_v hold one kv head */
+	EXPECT_REFUSED(m, HSQ_ERR_FORMAT, "attn_k", "two kv heads, tensors for one");
+	m = tiny_llama();
+	m.n_ff = 32;
+	EXPECT_REFUSED(m, HSQ_ERR_FORMAT, "ffn_gate", "ffn length against ffn_gate");
+	m = tiny_llama();
+	tiny_find(&m, "blk.1.ffn_down.weight")->type = 2; /* Q4_0: rows of 16 are not whole blocks */
+	EXPECT_REFUSED(m, HSQ_ERR_FORMAT, "not a multiple", "Q4_0 row of 16");
+	m = tiny_llama();
+	m.t[m.n_t - 1] = m.t[m.n_t - 2];
+	snprintf(m.t[m.n_t - 2].name, 48, "blk.1.attn_v_extra.weight");
+	EXPECT_REFUSED(m, HSQ_ERR_FORMAT, "ffn_down", "a required tensor missing");
 }

@@ -17,6 +17,7 @@
 #include "common/sha256.h"
 #include "model/ggml_types.h"
 #include "model/gguf.h"
+#include "model/idcache.h"
 
 #define GGUF_MAGIC 0x46554747u /* "GGUF" read as a little-endian u32 */
 /* Sanity caps far above any real model, so hostile counts cannot make us
@@ -228,11 +229,17 @@ static hsq_status check_tensor_table(const gguf_file *f)
 }
 
 /* Identity: the SHA-256 of the whole file, so two models that differ in any
- * weight byte (or any metadata) differ. Reading every page costs a pass over
- * the file at each load; sha256.c uses the CPU's SHA extensions for it. */
-static void compute_identity(gguf_file *f)
+ * weight byte (or any metadata) differ. Hashing reads every page (sha256.c
+ * uses the CPU's SHA extensions for it), so the digest is cached per file
+ * (idcache.h) and a model unchanged since its last load is not hashed
+ * again. sb is the file's stat from before the mapping was read: a write
+ * during the hashing changes the file's ctime and voids the entry. */
+static void compute_identity(gguf_file *f, const struct stat *sb)
 {
+	if (idcache_get(sb, f->identity))
+		return;
 	sha256(f->map, f->size, f->identity);
+	idcache_put(sb, f->identity);
 }
 
 static const char *file_kind(mode_t mode)
@@ -377,7 +384,7 @@ hsq_status gguf_open(const char *path, gguf_file **out)
 	}
 	if ((st = check_tensor_table(f)))
 		goto fail;
-	compute_identity(f);
+	compute_identity(f, &sb);
 	close(fd);
 	*out = f;
 	return HSQ_OK;

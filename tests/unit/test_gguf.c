@@ -559,3 +559,173 @@ Test(gguf, shapes_agree_with_the_header)
 	snprintf(m.t[m.n_t - 2].name, 48, "blk.1.attn_v_extra.weight");
 	EXPECT_REFUSED(m, HSQ_ERR_FORMAT, "ffn_down", "a required tensor missing");
 }
+
+/* ------------------------------------------------- the identity cache */
+
+#include <sys/stat.h>
+
+#include "model/idcache.h"
+
+static char cache_home[64];
+
+static void use_private_cache(void)
+{
+	snprintf(cache_home, sizeof cache_home, "/tmp/hsq-test-idcache-XXXXXX");
+	cr_assert_not_null(mkdtemp(cache_home));
+	setenv("XDG_CACHE_HOME", cache_home, 1);
+}
+
+static void drop_private_cache(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_home);
+	cr_expect_eq(system(cmd), 0);
+}
+
+/* The one entry file in the private cache (there is only ever one here). */
+static void entry_of(const struct stat *sb, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s/hsq/model-ids/%llx-%llx", cache_home, (unsigned long long)sb->st_dev,
+		 (unsigned long long)sb->st_ino);
+}
+
+Test(gguf, idcache_round_trip_and_keys)
+{
+	use_private_cache();
+	gbuf g = one_big_tensor(1.0f);
+	cr_assert_eq(write_file(path, g.p, g.n), 0);
+	free(g.p);
+	struct stat sb;
+	cr_assert_eq(stat(path, &sb), 0);
+	uint8_t id[32], got[32];
+	for (int i = 0; i < 32; i++)
+		id[i] = (uint8_t)(i * 37 + 1);
+	idcache_put(&sb, id);
+	cr_expect_eq(idcache_get(&sb, got), 0, "a file changed in the last seconds is not cached");
+	sb.st_mtim.tv_sec -= 100;
+	sb.st_ctim.tv_sec -= 100;
+	idcache_put(&sb, id);
+	cr_assert_eq(idcache_get(&sb, got), 1);
+	cr_expect_eq(memcmp(id, got, 32), 0);
+	struct stat other = sb;
+	other.st_size++;
+	cr_expect_eq(idcache_get(&other, got), 0, "size is part of the key");
+	other = sb;
+	other.st_mtim.tv_nsec ^= 1;
+	cr_expect_eq(idcache_get(&other, got), 0, "mtime is part of the key");
+	other = sb;
+	other.st_ctim.tv_nsec ^= 1;
+	cr_expect_eq(idcache_get(&other, got), 0, "ctime is part of the key");
+	other = sb;
+	other.st_ino++;
+	cr_expect_eq(idcache_get(&other, got), 0, "the inode is part of the key");
+	drop_private_cache();
+}
+
+/* Entries are read as hostile: damage is a miss, never a wrong digest, a
+ * crash or a hang. */
+Test(gguf, idcache_hostile_entries_are_misses, .timeout = 20)
+{
+	use_private_cache();
+	gbuf g = one_big_tensor(1.0f);
+	cr_assert_eq(write_file(path, g.p, g.n), 0);
+	free(g.p);
+	struct stat sb;
+	cr_assert_eq(stat(path, &sb), 0);
+	sb.st_mtim.tv_sec -= 100;
+	sb.st_ctim.tv_sec -= 100;
+	uint8_t id[32] = { 1, 2, 3 }, got[32];
+	idcache_put(&sb, id);
+	char entry[256], good[512];
+	entry_of(&sb, entry, sizeof entry);
+	FILE *f = fopen(entry, "rb");
+	cr_assert_not_null(f);
+	size_t n = fread(good, 1, sizeof good - 1, f);
+	fclose(f);
+	good[n] = '\0';
+	cr_assert_eq(idcache_get(&sb, got), 1);
+
+	char bad[512];
+	memcpy(bad, good, n);
+	bad[n - 2] = 'F'; /* upper-case hex */
+	cr_assert_eq(write_file(entry, bad, n), 0);
+	cr_expect_eq(idcache_get(&sb, got), 0, "upper-case digit");
+	bad[n - 2] = 'g';
+	cr_assert_eq(write_file(entry, bad, n), 0);
+	cr_expect_eq(idcache_get(&sb, got), 0, "not a hex digit");
+	cr_assert_eq(write_file(entry, good, n - 1), 0);
+	cr_expect_eq(idcache_get(&sb, got), 0, "no newline");
+	cr_assert_eq(write_file(entry, good, n / 2), 0);
+	cr_expect_eq(idcache_get(&sb, got), 0, "truncated");
+	memcpy(bad, good, n);
+	bad[n] = '\n';
+	cr_assert_eq(write_file(entry, bad, n + 1), 0);
+	cr_expect_eq(idcache_get(&sb, got), 0, "trailing bytes");
+	memcpy(bad, good, n);
+	bad[20] ^= 1;
+	cr_assert_eq(write_file(entry, bad, n), 0);
+	cr_expect_eq(idcache_get(&sb, got), 0, "another key");
+	cr_assert_eq(write_file(entry, "", 0), 0);
+	cr_expect_eq(idcache_get(&sb, got), 0, "empty");
+
+	char real[300];
+	snprintf(real, sizeof real, "%s.real", entry);
+	cr_assert_eq(write_file(real, good, n), 0);
+	unlink(entry);
+	cr_assert_eq(symlink(real, entry), 0);
+	cr_expect_eq(idcache_get(&sb, got), 0, "a symbolic link is not followed");
+	unlink(entry);
+	cr_assert_eq(mkfifo(entry, 0600), 0);
+	cr_expect_eq(idcache_get(&sb, got), 0, "a FIFO is a miss, without blocking");
+	unlink(entry);
+	cr_assert_eq(mkdir(entry, 0700), 0);
+	cr_expect_eq(idcache_get(&sb, got), 0, "a directory");
+	rmdir(entry);
+	idcache_put(&sb, id);
+	cr_expect_eq(idcache_get(&sb, got), 1, "rewritten after the damage");
+	drop_private_cache();
+}
+
+/* gguf_open uses the cache: a file older than two seconds is hashed once,
+ * the entry's digest is what later opens report, and a changed file is
+ * hashed again. */
+Test(gguf, identity_is_cached_per_file, .timeout = 30)
+{
+	use_private_cache();
+	gbuf g = one_big_tensor(1.0f);
+	uint8_t want[32];
+	sha256(g.p, g.n, want);
+	cr_assert_eq(write_file(path, g.p, g.n), 0);
+	sleep(3); /* past the age below which nothing is cached */
+	gguf_file *f = NULL;
+	cr_assert_eq(gguf_open(path, &f), HSQ_OK, "%s", hsq_last_error());
+	cr_expect_eq(memcmp(f->identity, want, 32), 0);
+	gguf_close(f);
+	struct stat sb;
+	cr_assert_eq(stat(path, &sb), 0);
+	char entry[256], line[512];
+	entry_of(&sb, entry, sizeof entry);
+	FILE *e = fopen(entry, "rb");
+	cr_assert_not_null(e, "no cache entry written");
+	size_t n = fread(line, 1, sizeof line, e);
+	fclose(e);
+	cr_assert_gt(n, 66);
+	line[n - 2] = line[n - 2] == '0' ? '1' : '0'; /* another digest, still well formed */
+	cr_assert_eq(write_file(entry, line, n), 0);
+	cr_assert_eq(gguf_open(path, &f), HSQ_OK, "%s", hsq_last_error());
+	cr_expect_neq(memcmp(f->identity, want, 32), 0, "the cached digest is used");
+	gguf_close(f);
+
+	g.p[g.n - 1000] ^= 1; /* rewrite the model in place, same size */
+	uint8_t want2[32];
+	sha256(g.p, g.n, want2);
+	FILE *w = fopen(path, "r+b");
+	cr_assert_not_null(w);
+	fwrite(g.p, 1, g.n, w);
+	fclose(w);
+	free(g.p);
+	cr_assert_eq(gguf_open(path, &f), HSQ_OK, "%s", hsq_last_error());
+	cr_expect_eq(memcmp(f->identity, want2, 32), 0, "a rewritten model is hashed again");
+	gguf_close(f);
+	drop_private_cache();
+}

@@ -80,11 +80,16 @@ typedef struct hsq_model_info {
 	hsq_token eos;            /* end-of-sequence token, -1 if none */
 	int add_bos;              /* 1 if the tokenizer prepends BOS by default */
 	uint64_t file_size;       /* bytes */
-	uint8_t identity[32];     /* sha256 of the GGUF header + tensor table: the model identity */
+	uint8_t identity[32];     /* sha256 of the whole GGUF file: the model identity */
 } hsq_model_info;
 
 /* Memory-map and validate a GGUF file. Every offset, count and dimension is
- * bounds-checked; unsupported architectures and tensor types are refused. */
+ * bounds-checked; unsupported architectures and tensor types are refused;
+ * anything but a regular file (a directory, a FIFO) is refused without
+ * blocking. The identity is the SHA-256 of the whole file, cached under
+ * $XDG_CACHE_HOME/hsq/model-ids/ (else ~/.cache/hsq/...; see hsq(7)) so an
+ * unchanged model is hashed once; the cache is best effort and never
+ * fails a load. */
 HSQ_API hsq_status hsq_model_load(const char *path, hsq_model **out);
 HSQ_API void hsq_model_free(hsq_model *model);
 HSQ_API void hsq_model_get_info(const hsq_model *model, hsq_model_info *info);

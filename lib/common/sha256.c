@@ -1,5 +1,16 @@
-/* sha256.c - SHA-256 (FIPS 180-4), small and portable. */
+/* sha256.c - SHA-256 (FIPS 180-4): portable C, and the x86 SHA extensions
+ * (SHA-NI) where the CPU has them, picked once at run time.
+ *
+ * The model identity hashes the whole GGUF file at every load, so the speed
+ * matters: the portable code does about 0.3 GB/s, SHA-NI several times that.
+ * Both compute the same function; test_gguf checks they agree. */
 #include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define HAVE_SHA_NI 1
+#endif
 
 #include "common/sha256.h"
 
@@ -16,7 +27,7 @@ static const uint32_t K[64] = {
 
 static uint32_t ror(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
-static void compress(uint32_t h[8], const uint8_t *p)
+static void compress1(uint32_t h[8], const uint8_t *p)
 {
 	uint32_t w[64], a, b, c, d, e, f, g, hh;
 	for (int i = 0; i < 16; i++)
@@ -34,6 +45,82 @@ static void compress(uint32_t h[8], const uint8_t *p)
 		hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
 	}
 	h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+}
+
+void sha256_blocks_portable(uint32_t h[8], const uint8_t *p, size_t n_blocks)
+{
+	for (size_t i = 0; i < n_blocks; i++)
+		compress1(h, p + 64 * i);
+}
+
+#ifdef HAVE_SHA_NI
+/* The usual SHA-NI formulation: the state lives as ABEF/CDGH pairs, each
+ * sha256rnds2 does two rounds, sha256msg1/msg2 extend the schedule. */
+__attribute__((target("sha,sse4.1,ssse3")))
+static void blocks_sha_ni(uint32_t h[8], const uint8_t *p, size_t n_blocks)
+{
+	const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bll, 0x0405060700010203ll);
+	__m128i tmp = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[0]), 0xB1); /* CDAB */
+	__m128i s1 = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[4]), 0x1B);  /* EFGH */
+	__m128i s0 = _mm_alignr_epi8(tmp, s1, 8);                                       /* ABEF */
+	s1 = _mm_blend_epi16(s1, tmp, 0xF0);                                            /* CDGH */
+	for (size_t b = 0; b < n_blocks; b++, p += 64) {
+		__m128i save0 = s0, save1 = s1, w[4];
+		for (int g = 0; g < 16; g++) {
+			__m128i m;
+			if (g < 4) {
+				w[g] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * g)), bswap);
+			} else {
+				m = _mm_sha256msg1_epu32(w[g & 3], w[(g + 1) & 3]);
+				m = _mm_add_epi32(m, _mm_alignr_epi8(w[(g + 3) & 3], w[(g + 2) & 3], 4));
+				w[g & 3] = _mm_sha256msg2_epu32(m, w[(g + 3) & 3]);
+			}
+			m = _mm_add_epi32(w[g & 3], _mm_loadu_si128((const __m128i *)&K[4 * g]));
+			s1 = _mm_sha256rnds2_epu32(s1, s0, m);
+			s0 = _mm_sha256rnds2_epu32(s0, s1, _mm_shuffle_epi32(m, 0x0E));
+		}
+		s0 = _mm_add_epi32(s0, save0);
+		s1 = _mm_add_epi32(s1, save1);
+	}
+	tmp = _mm_shuffle_epi32(s0, 0x1B);     /* FEBA */
+	s1 = _mm_shuffle_epi32(s1, 0xB1);      /* DCHG */
+	s0 = _mm_blend_epi16(tmp, s1, 0xF0);   /* DCBA */
+	s1 = _mm_alignr_epi8(s1, tmp, 8);      /* HGFE */
+	_mm_storeu_si128((__m128i *)&h[0], s0);
+	_mm_storeu_si128((__m128i *)&h[4], s1);
+}
+
+static int cpu_has_sha_ni(void)
+{
+	unsigned a, b, c, d;
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_SSSE3) || !(c & bit_SSE4_1))
+		return 0;
+	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+		return 0;
+	return (b & bit_SHA) != 0;
+}
+#endif
+
+int sha256_blocks_accel(uint32_t h[8], const uint8_t *p, size_t n_blocks)
+{
+#ifdef HAVE_SHA_NI
+	static int have = -1; /* probed once; a race only probes twice */
+	if (have < 0)
+		have = cpu_has_sha_ni();
+	if (have) {
+		blocks_sha_ni(h, p, n_blocks);
+		return 0;
+	}
+#else
+	(void)h, (void)p, (void)n_blocks;
+#endif
+	return -1;
+}
+
+static void compress(uint32_t h[8], const uint8_t *p, size_t n_blocks)
+{
+	if (sha256_blocks_accel(h, p, n_blocks))
+		sha256_blocks_portable(h, p, n_blocks);
 }
 
 void sha256_init(sha256_ctx *c)
@@ -55,11 +142,14 @@ void sha256_update(sha256_ctx *c, const void *data, size_t len)
 		c->n_block += take; p += take; len -= take;
 		if (c->n_block < 64)
 			return;
-		compress(c->h, c->block);
+		compress(c->h, c->block, 1);
 		c->n_block = 0;
 	}
-	for (; len >= 64; p += 64, len -= 64)
-		compress(c->h, p);
+	if (len >= 64) {
+		compress(c->h, p, len / 64);
+		p += len / 64 * 64;
+		len %= 64;
+	}
 	memcpy(c->block, p, len);
 	c->n_block = len;
 }

@@ -17,6 +17,7 @@
 #include "common/sha256.h"
 #include "model/ggml_types.h"
 #include "model/gguf.h"
+#include "model/idcache.h"
 
 #define GGUF_MAGIC 0x46554747u /* "GGUF" read as a little-endian u32 */
 /* Sanity caps far above any real model, so hostile counts cannot make us
@@ -179,21 +180,81 @@ static hsq_status tensor_size(const gguf_file *f, gguf_tensor *t)
 	return HSQ_OK;
 }
 
-/* Identity: header, metadata and tensor table, plus the first and last
- * bytes of every tensor, so two files with equal layout but different
- * weights differ, without hashing gigabytes at every load. */
-static void compute_identity(gguf_file *f, uint64_t table_end)
+static int by_offset(const void *a, const void *b)
 {
-	sha256_ctx c;
-	sha256_init(&c);
-	sha256_update(&c, f->map, table_end);
-	for (uint64_t i = 0; i < f->n_tensors; i++) {
-		const gguf_tensor *t = &f->tensors[i];
-		uint64_t n = t->n_bytes < 256 ? t->n_bytes : 256;
-		sha256_update(&c, t->data, n);
-		sha256_update(&c, t->data + t->n_bytes - n, n);
-	}
-	sha256_final(&c, f->identity);
+	const gguf_tensor *x = *(const gguf_tensor *const *)a, *y = *(const gguf_tensor *const *)b;
+	if (x->offset != y->offset)
+		return x->offset < y->offset ? -1 : 1;
+	return (x->n_bytes > y->n_bytes) - (x->n_bytes < y->n_bytes);
+}
+
+static int by_name(const void *a, const void *b)
+{
+	const gguf_tensor *x = *(const gguf_tensor *const *)a, *y = *(const gguf_tensor *const *)b;
+	uint64_t n = x->name.len < y->name.len ? x->name.len : y->name.len;
+	int c = n ? memcmp(x->name.ptr, y->name.ptr, (size_t)n) : 0;
+	if (c)
+		return c;
+	return (x->name.len > y->name.len) - (x->name.len < y->name.len);
+}
+
+/* No two tensors share a byte of the data section or a name (a lookup by
+ * name would silently take the first). Sorting keeps it O(n log n) for the
+ * largest table the caps allow. */
+static hsq_status check_tensor_table(const gguf_file *f)
+{
+	if (f->n_tensors < 2)
+		return HSQ_OK;
+	hsq_status st = HSQ_OK;
+	const gguf_tensor **v = malloc((size_t)f->n_tensors * sizeof *v);
+	if (!v)
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory reading %s", f->path);
+	for (uint64_t i = 0; i < f->n_tensors; i++)
+		v[i] = &f->tensors[i];
+	qsort(v, (size_t)f->n_tensors, sizeof *v, by_offset);
+	for (uint64_t i = 1; i < f->n_tensors && !st; i++)
+		if (v[i - 1]->offset + v[i - 1]->n_bytes > v[i]->offset)
+			st = hsq_fail(HSQ_ERR_FORMAT,
+				      "%s: tensors '%.*s' and '%.*s' overlap in the data section; the file is corrupt",
+				      f->path, (int)v[i - 1]->name.len, v[i - 1]->name.ptr, (int)v[i]->name.len,
+				      v[i]->name.ptr);
+	if (!st)
+		qsort(v, (size_t)f->n_tensors, sizeof *v, by_name);
+	for (uint64_t i = 1; i < f->n_tensors && !st; i++)
+		if (!by_name(&v[i - 1], &v[i]))
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: tensor '%.*s' appears twice in the tensor table; the file is corrupt",
+				      f->path, (int)v[i]->name.len, v[i]->name.ptr);
+	free(v);
+	return st;
+}
+
+/* Identity: the SHA-256 of the whole file, so two models that differ in any
+ * weight byte (or any metadata) differ. Hashing reads every page (sha256.c
+ * uses the CPU's SHA extensions for it), so the digest is cached per file
+ * (idcache.h) and a model unchanged since its last load is not hashed
+ * again. sb is the file's stat from before the mapping was read: a write
+ * during the hashing changes the file's ctime and voids the entry. */
+static void compute_identity(gguf_file *f, const struct stat *sb)
+{
+	if (idcache_get(sb, f->identity))
+		return;
+	sha256(f->map, f->size, f->identity);
+	idcache_put(sb, f->identity);
+}
+
+static const char *file_kind(mode_t mode)
+{
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISCHR(mode))
+		return "a character device";
+	if (S_ISBLK(mode))
+		return "a block device";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	return "a special file";
 }
 
 hsq_status gguf_open(const char *path, gguf_file **out)
@@ -208,7 +269,10 @@ hsq_status gguf_open(const char *path, gguf_file **out)
 		st = hsq_fail(HSQ_ERR_NOMEM, "out of memory opening %s", path);
 		goto fail;
 	}
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK so that a FIFO given as the model is refused at once
+	 * instead of waiting for a writer; cleared once it is known to be a
+	 * regular file. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		st = hsq_fail(HSQ_ERR_IO, "%s: %s%s", path, strerror(errno),
 			      errno == ENOENT ? " (run 'make model' for the default model)" : "");
@@ -220,7 +284,13 @@ hsq_status gguf_open(const char *path, gguf_file **out)
 		goto fail;
 	}
 	if (!S_ISREG(sb.st_mode)) {
-		st = hsq_fail(HSQ_ERR_IO, "%s: not a regular file", path);
+		st = hsq_fail(HSQ_ERR_IO, "%s: is %s, not a regular file; name a .gguf model file", path,
+			      file_kind(sb.st_mode));
+		goto fail;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		st = hsq_fail(HSQ_ERR_IO, "%s: %s", path, strerror(errno));
 		goto fail;
 	}
 	f->size = (uint64_t)sb.st_size;
@@ -312,7 +382,9 @@ hsq_status gguf_open(const char *path, gguf_file **out)
 		}
 		t->data = f->map + f->data_offset + t->offset;
 	}
-	compute_identity(f, table_end);
+	if ((st = check_tensor_table(f)))
+		goto fail;
+	compute_identity(f, &sb);
 	close(fd);
 	*out = f;
 	return HSQ_OK;

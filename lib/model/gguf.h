@@ -54,7 +54,7 @@ typedef struct gguf_file {
 	gguf_tensor *tensors;  /* [n_tensors] */
 	uint64_t alignment;    /* general.alignment or 32 */
 	uint64_t data_offset;  /* start of the tensor data section, bytes */
-	uint8_t identity[32];  /* sha256 over header, metadata and tensor table */
+	uint8_t identity[32];  /* sha256 of the whole file */
 } gguf_file;
 
 hsq_status gguf_open(const char *path, gguf_file **out);

@@ -2,10 +2,12 @@
  *
  * Weights stay in the read-only mapping; a hsq_weight is a view (pointer,
  * type, shape) checked here once, so the math never re-validates. */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "model/dequant.h"
@@ -32,6 +34,49 @@ static hsq_status arch_u32(const hsq_model *m, const char *suffix, int64_t dflt,
 		return hsq_fail(HSQ_ERR_FORMAT, "%s: metadata key '%s' = %u is out of range", m->gguf->path, key, v);
 	*out = (int)v;
 	return HSQ_OK;
+}
+
+/* Reads "<arch>.<suffix>" (or the full key when suffix starts with '=') as
+ * a float: missing -> dflt; present but not a number, not finite, or
+ * outside [lo, hi] -> an error naming the key and value. */
+static hsq_status arch_f32(const hsq_model *m, const char *suffix, float dflt, double lo, double hi, float *out)
+{
+	char key[96];
+	if (suffix[0] == '=')
+		snprintf(key, sizeof key, "%s", suffix + 1);
+	else
+		snprintf(key, sizeof key, "%s.%s", m->arch, suffix);
+	const gguf_kv *kv = gguf_find(m->gguf, key);
+	int64_t i;
+	if (kv && (kv->type == GGUF_TYPE_ARRAY ||
+		   (kv->type != GGUF_TYPE_FLOAT32 && kv->type != GGUF_TYPE_FLOAT64 && gguf_kv_as_i64(kv, &i))))
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: metadata key '%s' is a %s, not a number; the model file is corrupt",
+				m->gguf->path, key, gguf_type_name(kv->type));
+	float v = gguf_get_f32_or(m->gguf, key, dflt);
+	if (!isfinite(v) || v < lo || v > hi)
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: metadata key '%s' = %g is out of range (%g to %g); the model file is corrupt",
+				m->gguf->path, key, (double)v, lo, hi);
+	*out = v;
+	return HSQ_OK;
+}
+
+/* The layers the tensor table holds: one more than the largest N of the
+ * "blk.N." tensors (0 if none). */
+static int64_t tensor_layers(const gguf_file *f)
+{
+	int64_t n = 0;
+	for (uint64_t i = 0; i < f->n_tensors; i++) {
+		const gguf_str *s = &f->tensors[i].name;
+		if (s->len < 6 || memcmp(s->ptr, "blk.", 4))
+			continue;
+		int64_t l = 0;
+		uint64_t j = 4;
+		for (; j < s->len && j < 14 && s->ptr[j] >= '0' && s->ptr[j] <= '9'; j++)
+			l = l * 10 + (s->ptr[j] - '0');
+		if (j > 4 && j < s->len && s->ptr[j] == '.' && l + 1 > n)
+			n = l + 1;
+	}
+	return n;
 }
 
 static hsq_status find_tensor(const hsq_model *m, const char *name, const gguf_tensor **out)
@@ -128,19 +173,29 @@ static hsq_status load_transformer(hsq_model *m)
 		return hsq_fail(HSQ_ERR_UNSUPPORTED, "%s: partial rotary embeddings (%d of %d dims) are not supported",
 				m->gguf->path, rope_dims, mi->head_dim);
 	char key[96];
-	snprintf(key, sizeof key, "%s.rope.freq_base", m->arch);
-	mi->rope_freq_base = gguf_get_f32_or(m->gguf, key, m->arch_id == ARCH_QWEN3 ? 1000000.0f : 10000.0f);
+	/* RoPE bases in use run from 1e4 to about 1e8; epsilons from 1e-12 to
+	 * 1e-5. The ranges are wide: they only refuse what cannot be meant
+	 * (NaN, infinities, a base of 1 or less, an epsilon of 0 or >= 1). */
+	float local_base;
+	if ((st = arch_f32(m, "rope.freq_base", m->arch_id == ARCH_QWEN3 ? 1000000.0f : 10000.0f, 1.0001, 1e12,
+			   &mi->rope_freq_base)) ||
+	    (st = arch_f32(m, "=gemma3.rope.freq_base_swa", 10000.0f, 1.0001, 1e12, &local_base)) ||
+	    (st = arch_f32(m, "attention.layer_norm_rms_epsilon", 1e-5f, 1e-30, 0.5, &mi->rms_eps)))
+		return st;
 	/* gemma3: 5 of every 6 layers attend to a sliding window with a local
 	 * RoPE base of 10K (llama.cpp's swa pattern 6); the 6th is global. */
 	int window = 0;
 	snprintf(key, sizeof key, "%s.attention.sliding_window", m->arch);
 	if (m->arch_id == ARCH_GEMMA3)
 		window = (int)gguf_get_u32_or(m->gguf, key, 0);
-	float local_base = gguf_get_f32_or(m->gguf, "gemma3.rope.freq_base_swa", 10000.0f);
-	snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", m->arch);
-	mi->rms_eps = gguf_get_f32_or(m->gguf, key, 1e-5f);
-	if (!(mi->rms_eps > 0) || !(mi->rope_freq_base > 1))
-		return hsq_fail(HSQ_ERR_FORMAT, "%s: invalid rms epsilon or rope base", m->gguf->path);
+	/* block_count must match the layers the tensors hold, before anything
+	 * is allocated per layer: an absurd count is a corrupt file, not a
+	 * request for gigabytes. */
+	int64_t have_layers = tensor_layers(m->gguf);
+	if (have_layers != mi->n_layer)
+		return hsq_fail(HSQ_ERR_FORMAT,
+				"%s: metadata key '%s.block_count' = %d but the file holds tensors for %lld layers; the model file is corrupt",
+				m->gguf->path, m->arch, mi->n_layer, (long long)have_layers);
 
 	const gguf_tensor *emb;
 	if ((st = find_tensor(m, "token_embd.weight", &emb)))
@@ -303,12 +358,13 @@ int hsq_token_is_eog(const hsq_model *m, hsq_token t)
 	return tokenizer_is_eog(m->tok, t);
 }
 
+/* O_NONBLOCK: a FIFO at a default location must not hang the search. */
 static int readable(const char *p)
 {
-	FILE *f = fopen(p, "rb");
-	if (!f)
+	int fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
 		return 0;
-	fclose(f);
+	close(fd);
 	return 1;
 }
 

@@ -24,7 +24,18 @@ expect "decode with no model installed exits 3 and says how to get one, -m its o
 run "$D" -m "$TMP/missing.gguf" -p hi
 expect "missing model exits 3 naming the file" 3 "missing.gguf: No such file"
 mkdir -p "$TMP/dir.gguf"
-run "$D" -m "$TMP/dir.gguf" -p hi; expect "a directory as model exits 3" 3 "not a regular file"
+run timeout 10 "$D" -m "$TMP/dir.gguf" -p hi
+expect "a directory as model exits 3 naming it" 3 "dir.gguf: is a directory, not a regular file"
+# A FIFO with no writer would block a plain open(): refused at once instead
+# (timeout turns a hang into exit 124).
+mkfifo "$TMP/fifo.gguf"
+run timeout 10 "$D" -m "$TMP/fifo.gguf" -p hi
+expect "a FIFO as model exits 3 without blocking, naming it" 3 "fifo.gguf: is a FIFO, not a regular file"
+echo hello > "$TMP/doc.txt"
+run timeout 10 "$P" -m "$TMP/fifo.gguf" -o "$TMP/fifo.hsq" -f "$TMP/doc.txt"
+expect "prefill: a FIFO as model exits 3 without blocking" 3 "fifo.gguf: is a FIFO"
+run timeout 10 "$D" -m /dev/null -p hi
+expect "a character device as model exits 3 naming it" 3 "/dev/null: is a character device"
 if [ "$(id -u)" -ne 0 ]; then
 	printf 'GGUF' > "$TMP/noperm.gguf"; chmod 000 "$TMP/noperm.gguf"
 	run "$D" -m "$TMP/noperm.gguf" -p hi; expect "unreadable model exits 3" 3 "Permission denied"

@@ -3,6 +3,8 @@
 # capturing $out, $err and $rc.
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/hsq-cli.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT INT TERM
+# The tools cache model identities under XDG_CACHE_HOME: keep the tests' own.
+XDG_CACHE_HOME="$TMP/cache"; export XDG_CACHE_HOME
 n_fail=0
 
 run() {

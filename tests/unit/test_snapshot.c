@@ -492,6 +492,41 @@ Test(snapshot, other_model_is_refused)
 	free_fixture(&f);
 }
 
+/* A copy of the model with one byte changed in the middle of a weight
+ * tensor, far from its first and last 256 bytes: the same header, metadata
+ * and tensor table, different weights. */
+static const char *write_reweighted_model(const hsq_model *m)
+{
+	size_t n;
+	uint8_t *bytes = read_file(model_path(), &n);
+	const gguf_tensor *t = gguf_find_tensor(m->gguf, "blk.7.ffn_down.weight");
+	cr_assert_not_null(t);
+	cr_assert_gt(t->n_bytes, 4096);
+	size_t at = (size_t)(t->data - m->gguf->map) + (size_t)t->n_bytes / 2 + 1;
+	bytes[at] ^= 0x11; /* a quant nibble pair, not a scale */
+	const char *p = tmp_path("reweighted.gguf");
+	write_file(p, bytes, n);
+	free(bytes);
+	return p;
+}
+
+Test(snapshot, model_with_other_weights_is_refused)
+{
+	NEED_MODEL();
+	fixture f = { 0 };
+	setup_fixture(&f, N_TOK);
+	hsq_model *other = load_model(write_reweighted_model(f.model));
+	cr_assert_neq(memcmp(other->info.identity, f.model->info.identity, 32), 0,
+		      "a weight byte in the middle of a tensor must change the identity");
+	hsq_context *ctx = (hsq_context *)1;
+	hsq_context_params p = params(N_CTX);
+	hsq_status st = hsq_snapshot_load(other, f.path, &p, &ctx);
+	cr_assert_eq(st, HSQ_ERR_MODEL_MISMATCH, "got %s: %s", hsq_strerror(st), hsq_last_error());
+	cr_assert_null(ctx);
+	hsq_model_free(other);
+	free_fixture(&f);
+}
+
 /* ------------------------------------------------------------ damage */
 
 Test(snapshot, flipped_byte_in_each_section_is_a_checksum_error)

@@ -98,6 +98,22 @@ static int grows_trials(const json_value *ours, const json_value *theirs)
  * HDR_GROW: the same run with more trials per cell (why: "N to M"). */
 enum { HDR_OK, HDR_GROW, HDR_NOT_JSON, HDR_NOT_LOG, HDR_OTHER_SUB, HDR_OTHER_CONFIG };
 
+/* Sets ours's string member key to theirs's, when both hold one. */
+static void adopt_string(json_value *ours, const json_value *theirs, const char *key)
+{
+	const json_value *t = json_get(theirs, key);
+	if (!t || t->type != JSON_STRING || ours->type != JSON_OBJECT)
+		return;
+	for (size_t i = 0; i < ours->n; i++)
+		if (!strcmp(ours->keys[i], key) && ours->items[i].type == JSON_STRING) {
+			char *copy = strdup(t->string);
+			if (!copy)
+				cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+			free(ours->items[i].string);
+			ours->items[i].string = copy;
+		}
+}
+
 static int check_header(const eval_common *c, const char *line, size_t len, const char *config, char *why,
 			size_t cap)
 {
@@ -116,6 +132,12 @@ static int check_header(const eval_common *c, const char *line, size_t len, cons
 	} else {
 		if (json_parse(config, strlen(config), &ours, why, cap) != 0)
 			cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "internal error: configuration is not JSON (%s)", why);
+		/* --summarize runs nothing, so what a log holds does not depend
+		 * on the model file at hand: its identity is not compared (a
+		 * build that hashed less of the file named the same model by
+		 * another identity). Every other setting still must match. */
+		if (c->summarize)
+			adopt_string(&ours, cfg, "model_sha256");
 		if (grows_trials(&ours, cfg)) {
 			snprintf(why, cap, "%.0f to %.0f", json_get(cfg, "trials")->number, json_get(&ours, "trials")->number);
 			r = HDR_GROW;
@@ -298,7 +320,23 @@ static void log_resume(eval_log *L, const eval_common *c, const char *config)
 }
 
 /* --summarize: the log read as --resume reads it, and left as it is. */
-static void log_read_only(eval_log *L, const eval_common *c, const char *config)
+/* The summary of a log names the model identity its trials ran with:
+ * the log header's model_sha256 replaces the one of the model at hand in
+ * config (both 64 hex digits, so in place). */
+static void adopt_identity(char *config, const char *header, size_t len)
+{
+	static const char key[] = "\"model_sha256\":\"";
+	const size_t k = sizeof key - 1, hex = 64;
+	char *ours = strstr(config, key);
+	const char *theirs = NULL;
+	for (size_t i = 0; i + k + hex < len && !theirs; i++)
+		if (!memcmp(header + i, key, k))
+			theirs = header + i + k;
+	if (ours && theirs && strlen(ours + k) > hex && ours[k + hex] == '"' && theirs[hex] == '"')
+		memcpy(ours + k, theirs, hex);
+}
+
+static void log_read_only(eval_log *L, const eval_common *c, char *config)
 {
 	size_t len;
 	char *text = resume_text = read_log(L->path, &len);
@@ -320,6 +358,7 @@ static void log_read_only(eval_log *L, const eval_common *c, const char *config)
 		resume_text = NULL;
 		header_refused(L, c, r, why);
 	}
+	adopt_identity(config, text, (size_t)(nl - text));
 	int no_newline;
 	resume_records(L, text, len, (size_t)(nl - text) + 1, &no_newline);
 	free(text);
@@ -328,7 +367,7 @@ static void log_read_only(eval_log *L, const eval_common *c, const char *config)
 		cli_die(EVAL_PROG, EXIT_INPUT, "--summarize: %s holds no trial yet; nothing to summarize", L->path);
 }
 
-void eval_log_open(eval_log *L, const eval_common *c, const char *config, eval_record_check check, void *user)
+void eval_log_open(eval_log *L, const eval_common *c, char *config, eval_record_check check, void *user)
 {
 	memset(L, 0, sizeof *L);
 	snprintf(L->path, sizeof L->path, "%s", c->log_path);

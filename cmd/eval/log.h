@@ -33,10 +33,11 @@ typedef struct eval_log {
  * are validated with check (a malformed one exits 4 naming file and line,
  * except a half-written last line, which is dropped and cut off the file).
  * With --summarize the log must exist and is only read: checked as with
- * --resume, but a log of fewer trials per cell is taken as it is, a
+ * --resume, but without the model's identity (config then takes the log's
+ * model_sha256, in place), a log of fewer trials per cell is taken as it is, a
  * half-written last line is dropped and left in the file, and nothing may
  * be appended (L->f is NULL). */
-void eval_log_open(eval_log *L, const eval_common *c, const char *config, eval_record_check check, void *user);
+void eval_log_open(eval_log *L, const eval_common *c, char *config, eval_record_check check, void *user);
 /* Appends one record (a JSON object without newline), flushes it, and
  * keeps its parsed form in L->records. */
 void eval_log_append(eval_log *L, const sbuf *record);

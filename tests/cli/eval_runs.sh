@@ -233,6 +233,17 @@ expect "--summarize on a log without trials exits 4" 4 "e.jsonl holds no trial y
 run "$E" $NEEDLE --seed 2 --log a.jsonl --summarize
 expect "--summarize with another configuration exits 2" 2 "--summarize: a.jsonl was written with another configuration \(seed is 2"
 printf '%s' "$err" | grep -q -- --force && fail "--summarize suggests --force" "$err" || ok "and does not suggest --force"
+# a log whose trials ran under another identity of the model file (an
+# older build hashed less of it): summarized, naming the log's identity;
+# --resume still refuses it
+sed '1s/"model_sha256":"[0-9a-f]*"/"model_sha256":"'"$(printf '%064d' 7)"'"/' a.jsonl >id.jsonl
+run "$E" $NEEDLE --log id.jsonl --summarize --json id.json -q
+expect "--summarize of a log of another model identity exits 0" 0 ""
+[ "$out" = "$(cat a.out)" ] && ok "and prints the run's table" || fail "tables differ" "$(printf '%s\n' "$out" | diff - a.out)"
+grep -q "\"model_sha256\":\"$(printf '%064d' 7)\"" id.json && ok "its JSON names the log's model identity" ||
+	fail "the JSON does not name the log's identity" "$(grep -o '"model_sha256":"[^"]*"' id.json)"
+run "$E" $NEEDLE --log id.jsonl --resume
+expect "--resume of a log of another model identity exits 2" 2 "another configuration \(model_sha256"
 
 # --- rows of one grid run apart (one length each) summarized as one grid by
 # bench/needle-grid-report.sh: a row per length pooled over its depths

@@ -73,18 +73,24 @@ int main(int argc, char **argv)
 	if (tier.n_params && mode == HSQ_MODE_FULL)
 		cli_usage_error(PROG, "tier options (--sinks, --window, ...) do not apply to --mode full");
 
+	FILE *in = cli_open_input(PROG, in_path);
+	char path_buf[4096];
+	hsq_model *model = cli_load_model(PROG, cli_model_path(PROG, model_arg, path_buf, sizeof path_buf));
+	hsq_model_info mi;
+	hsq_model_get_info(model, &mi);
+	int limit = cp.n_ctx ? cp.n_ctx : mi.n_ctx_train;
+
+	/* Read once the context size is known, and no more than it could hold. */
 	size_t doc_len;
-	char *doc = cli_read_all(PROG, in_path, &doc_len);
+	char too_long[200];
+	snprintf(too_long, sizeof too_long, "more than the %s context of %d tokens could hold; shorten it%s",
+		 cp.n_ctx ? "requested" : "model's", limit, cp.n_ctx ? " or raise -c" : "");
+	char *doc = cli_read_input(PROG, in, in_path, (size_t)limit * CLI_MAX_BYTES_PER_TOKEN, too_long, &doc_len);
 	if (doc_len == 0)
 		cli_die(PROG, EXIT_INPUT, "the document is empty (%s); give some text to prefill",
 			strcmp(in_path, "-") ? in_path : "standard input");
 	if (strlen(doc) != doc_len)
 		cli_die(PROG, EXIT_INPUT, "the document contains a NUL byte at offset %zu; is it text?", strlen(doc));
-
-	char path_buf[4096];
-	hsq_model *model = cli_load_model(PROG, cli_model_path(PROG, model_arg, path_buf, sizeof path_buf));
-	hsq_model_info mi;
-	hsq_model_get_info(model, &mi);
 
 	/* With --chat the template header is tokenized on its own (special
 	 * tokens parsed) and the document on its own (special-token text in it
@@ -110,7 +116,6 @@ int main(int argc, char **argv)
 	toks = all;
 	n_tok += n_doc;
 	hsq_free(doc_toks);
-	int limit = cp.n_ctx ? cp.n_ctx : mi.n_ctx_train;
 	if (n_tok > (size_t)limit)
 		cli_die(PROG, EXIT_INPUT, "the document is %zu tokens, longer than the %s context of %d tokens; shorten it%s",
 			n_tok, cp.n_ctx ? "requested" : "model's", limit, cp.n_ctx ? " or raise -c" : "");

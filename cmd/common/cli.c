@@ -220,29 +220,42 @@ size_t cli_utf8_len(const char *s, size_t n)
 	return len;
 }
 
-char *cli_read_all(const char *prog, const char *path, size_t *len)
+FILE *cli_open_input(const char *prog, const char *path)
 {
 	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
 	if (!f)
 		cli_die(prog, EXIT_INPUT, "cannot open %s: %s", path, strerror(errno));
+	return f;
+}
+
+char *cli_read_input(const char *prog, FILE *f, const char *path, size_t max, const char *too_long, size_t *len)
+{
+	const char *name = strcmp(path, "-") ? path : "standard input";
 	size_t cap = 1 << 16, n = 0;
 	char *buf = malloc(cap);
 	for (;;) {
 		if (!buf)
-			cli_die(prog, EXIT_FAILURE_RUNTIME, "out of memory reading %s", path);
+			cli_die(prog, EXIT_FAILURE_RUNTIME, "out of memory reading %s", name);
 		n += fread(buf + n, 1, cap - n - 1, f);
+		if (n > max)
+			cli_die(prog, EXIT_INPUT, "%s is over %zu bytes, %s", name, max, too_long);
 		if (n < cap - 1)
 			break;
 		cap *= 2;
 		buf = realloc(buf, cap);
 	}
 	if (ferror(f))
-		cli_die(prog, EXIT_INPUT, "cannot read %s: %s", strcmp(path, "-") ? path : "standard input", strerror(errno));
+		cli_die(prog, EXIT_INPUT, "cannot read %s: %s", name, strerror(errno));
 	if (f != stdin)
 		fclose(f);
 	buf[n] = '\0';
 	*len = n;
 	return buf;
+}
+
+char *cli_read_all(const char *prog, const char *path, size_t *len)
+{
+	return cli_read_input(prog, cli_open_input(prog, path), path, (size_t)-1 / 2, "", len);
 }
 
 const char *cli_model_path(const char *prog, const char *given, char *buf, size_t cap)

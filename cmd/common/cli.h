@@ -72,6 +72,20 @@ size_t cli_utf8_len(const char *s, size_t n);
 
 /* Reads a whole file (path "-" = stdin) into a NUL-terminated buffer. */
 char *cli_read_all(const char *prog, const char *path, size_t *len);
+/* The same in two steps, for a document or prompt whose bound is known
+ * only once the model is loaded: cli_open_input opens path ("-" = stdin)
+ * or exits 4 naming it; cli_read_input reads it whole (closing it unless
+ * stdin), and exits 4 as soon as more than max bytes have come, with
+ * "NAME is over MAX bytes, " and too_long as the message, without reading
+ * the rest (/dev/zero, a runaway pipe). */
+FILE *cli_open_input(const char *prog, const char *path);
+char *cli_read_input(const char *prog, FILE *f, const char *path, size_t max, const char *too_long, size_t *len);
+/* A generous bound on the bytes of text one token stands for (the longest
+ * token of SmolLM2's vocabulary spells 162 bytes, of gemma-3's 48; a byte
+ * the vocabulary lacks is one token or more): a document of more
+ * than n_ctx times this many bytes cannot fit a context of n_ctx tokens,
+ * and is refused while it is read. */
+#define CLI_MAX_BYTES_PER_TOKEN 256
 
 /* Seconds on the monotonic clock (for -v timings). */
 double cli_now(void);

@@ -69,6 +69,7 @@ int main(int argc, char **argv)
 	hsq_context_params cp = hsq_context_default_params();
 	hsq_sampler_params sp = hsq_sampler_default_params();
 	cli_parser p;
+	cli_stdout_checked();
 	tier_options_init(&tier);
 	cli_status_hint(HSQ_ERR_CONTEXT_FULL, "-c sets the context size");
 	cli_init(&p, PROG, options);
@@ -219,7 +220,7 @@ int main(int argc, char **argv)
 		if ((st = hsq_detok_push(model, &dt, tok, out, sizeof out, &out_len)))
 			cli_die_status(PROG, EXIT_FAILURE_RUNTIME, st);
 		fwrite(out, 1, out_len, stdout);
-		fflush(stdout);
+		cli_stdout_flush(); /* a full disk or closed pipe ends the run at once */
 		if (++n_gen == n_predict)
 			break;
 		st = hsq_context_eval(ctx, &tok, 1, logits, 0);

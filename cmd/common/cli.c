@@ -1,10 +1,12 @@
 /* cli.c - shared command-line plumbing for the hsq tools. */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -183,6 +185,55 @@ double cli_double(const char *prog, const char *opt, const char *value, double l
 	if (errno || end == value || *end || !(v >= lo && v <= hi))
 		cli_usage_error(prog, "%s expects a number from %g to %g, not '%s'", opt, lo, hi, value);
 	return v;
+}
+
+static int stdout_failed;
+
+/* A failed write to standard output: error e (0 when only the stream's
+ * error flag says so). EPIPE ends the tool as SIGPIPE would have. */
+static void stdout_error(int e, int in_exit_handler)
+{
+	stdout_failed = 1;
+	if (e == EPIPE) {
+		sigset_t set;
+		signal(SIGPIPE, SIG_DFL);
+		sigemptyset(&set);
+		sigaddset(&set, SIGPIPE);
+		sigprocmask(SIG_UNBLOCK, &set, NULL);
+		raise(SIGPIPE);
+	}
+	fprintf(stderr, "%s: cannot write standard output: %s%s\n", running, e ? strerror(e) : "write error",
+		e == ENOSPC || e == EDQUOT ? " (free some space or send the output elsewhere)" : "");
+	if (in_exit_handler)
+		_exit(EXIT_FAILURE_RUNTIME); /* exit() must not be called again from an exit handler */
+	exit(EXIT_FAILURE_RUNTIME);
+}
+
+static void stdout_close(void)
+{
+	if (stdout_failed)
+		return;
+	int had_error = ferror(stdout);
+	errno = 0;
+	if (fclose(stdout) != 0 || had_error) {
+		/* stdout closed by the caller (>&-) with nothing written is fine */
+		if (!had_error && errno == EBADF)
+			return;
+		stdout_error(errno, 1);
+	}
+}
+
+void cli_stdout_checked(void)
+{
+	signal(SIGPIPE, SIG_DFL);
+	atexit(stdout_close);
+}
+
+void cli_stdout_flush(void)
+{
+	errno = 0;
+	if (fflush(stdout) != 0 || ferror(stdout))
+		stdout_error(errno, 0);
 }
 
 double cli_now(void)

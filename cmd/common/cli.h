@@ -87,6 +87,17 @@ char *cli_read_input(const char *prog, FILE *f, const char *path, size_t max, co
  * and is refused while it is read. */
 #define CLI_MAX_BYTES_PER_TOKEN 256
 
+/* Standard output checked (hsq(7), EXIT STATUS): cli_stdout_checked(),
+ * called first thing in main, restores SIGPIPE's default action (a closed
+ * pipe then ends the tool silently, as it ends yes(1) in `yes | head`,
+ * whether or not the parent ignored SIGPIPE) and registers an exit handler
+ * that flushes and closes standard output: a write that failed, at any
+ * point, makes the tool print "cannot write standard output: REASON" and
+ * exit 1. cli_stdout_flush flushes at once (a stream of tokens), exiting
+ * the same way on an error. */
+void cli_stdout_checked(void);
+void cli_stdout_flush(void);
+
 /* Seconds on the monotonic clock (for -v timings). */
 double cli_now(void);
 

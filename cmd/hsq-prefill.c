@@ -70,6 +70,8 @@ int main(int argc, char **argv)
 		cli_usage_error(PROG, "no output file: pass -o OUT.hsq");
 	if (system && !chat)
 		cli_usage_error(PROG, "--system only applies with --chat");
+	/* before the model is loaded and the document run: a bad -o fails at once */
+	cli_check_output(PROG, "-o", out_path, EXIT_SNAPSHOT);
 	if (tier.n_params && mode == HSQ_MODE_FULL)
 		cli_usage_error(PROG, "tier options (--sinks, --window, ...) do not apply to --mode full");
 

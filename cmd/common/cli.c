@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -185,6 +186,68 @@ double cli_double(const char *prog, const char *opt, const char *value, double l
 	if (errno || end == value || *end || !(v >= lo && v <= hi))
 		cli_usage_error(prog, "%s expects a number from %g to %g, not '%s'", opt, lo, hi, value);
 	return v;
+}
+
+/* The directory that holds path (a malloc'ed string): "." for a bare
+ * name, "/" for "/name". Trailing slashes of path are ignored. */
+static char *parent_dir(const char *prog, const char *path)
+{
+	size_t n = strlen(path);
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	const char *slash = memrchr(path, '/', n);
+	char *dir = !slash ? strdup(".") : slash == path ? strdup("/") : strndup(path, (size_t)(slash - path));
+	if (!dir)
+		cli_die(prog, EXIT_FAILURE_RUNTIME, "out of memory");
+	return dir;
+}
+
+/* Exits unless dir is an existing directory this process can create
+ * files in; what is the output path, for the message. */
+static void check_writable_dir(const char *prog, const char *opt, const char *what, const char *dir, int code)
+{
+	struct stat st;
+	if (stat(dir, &st) != 0)
+		cli_die(prog, code, "cannot write %s (%s): directory %s: %s%s", what, opt, dir, strerror(errno),
+			errno == ENOENT ? "; create it first" : "");
+	if (!S_ISDIR(st.st_mode))
+		cli_die(prog, code, "cannot write %s (%s): %s is not a directory", what, opt, dir);
+	if (access(dir, W_OK | X_OK) != 0)
+		cli_die(prog, code, "cannot write %s (%s): cannot create files in the directory %s: %s; choose a "
+			"writable directory", what, opt, dir, strerror(errno));
+}
+
+void cli_check_output(const char *prog, const char *opt, const char *path, int code)
+{
+	struct stat st;
+	if (!*path)
+		cli_usage_error(prog, "%s needs a non-empty path", opt);
+	size_t n = strlen(path);
+	if (path[n - 1] == '/' || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+		cli_die(prog, code, "cannot write %s (%s): it is a directory; name a file to write", path, opt);
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		cli_die(prog, code, "cannot write %s (%s): it is a device, pipe or socket, which the output would "
+			"replace; name a regular file", path, opt);
+	char *dir = parent_dir(prog, path);
+	check_writable_dir(prog, opt, path, dir, code);
+	free(dir);
+}
+
+void cli_check_output_dir(const char *prog, const char *opt, const char *path, int code)
+{
+	struct stat st;
+	if (!*path)
+		cli_usage_error(prog, "%s needs a non-empty path", opt);
+	if (stat(path, &st) == 0) {
+		if (!S_ISDIR(st.st_mode))
+			cli_die(prog, code, "cannot write in %s (%s): it is not a directory; name a directory (it is "
+				"created if missing)", path, opt);
+		check_writable_dir(prog, opt, path, path, code);
+		return;
+	}
+	char *dir = parent_dir(prog, path);
+	check_writable_dir(prog, opt, path, dir, code);
+	free(dir);
 }
 
 static int stdout_failed;

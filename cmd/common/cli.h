@@ -87,6 +87,17 @@ char *cli_read_input(const char *prog, FILE *f, const char *path, size_t max, co
  * and is refused while it is read. */
 #define CLI_MAX_BYTES_PER_TOKEN 256
 
+/* Checks, before the work, that an output file can be written at path,
+ * as the tools write one (a temporary file beside it, renamed onto it):
+ * path is not empty (a usage error, exit 2) and names neither a directory
+ * nor a special file, and its directory exists and can be written in.
+ * Otherwise exits with code, naming opt ("-o", "--json") and path, and
+ * saying what to fix. cli_check_output_dir checks a directory that the
+ * tool creates when it is missing (--report): it is a writable directory,
+ * or it is missing and its parent is one. */
+void cli_check_output(const char *prog, const char *opt, const char *path, int code);
+void cli_check_output_dir(const char *prog, const char *opt, const char *path, int code);
+
 /* Standard output checked (hsq(7), EXIT STATUS): cli_stdout_checked(),
  * called first thing in main, restores SIGPIPE's default action (a closed
  * pipe then ends the tool silently, as it ends yes(1) in `yes | head`,

@@ -2,8 +2,10 @@
  * context in a snapshot that hsq-decode resumes many times. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "common/cleanup.h"
 #include "common/cli.h"
 #include "common/tier_options.h"
 
@@ -40,6 +42,8 @@ int main(int argc, char **argv)
 	tier_options tier;
 	hsq_context_params cp = hsq_context_default_params();
 	cli_parser p;
+	struct timespec started;
+	clock_gettime(CLOCK_REALTIME, &started);
 	tier_options_init(&tier);
 	cli_status_hint(HSQ_ERR_CONTEXT_FULL, "-c sets the context size");
 	cli_init(&p, PROG, options);
@@ -145,6 +149,13 @@ int main(int argc, char **argv)
 		cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
 	double t_compress = cli_now() - t1;
 	t1 = cli_now();
+	/* Temporary files of out_path that killed runs left (a live writer's
+	 * are locked, and kept); then ours, removed if a signal stops the write. */
+	int stale = cleanup_stale_snapshots(out_path, started);
+	if (verbose && stale)
+		fprintf(stderr, "%s: removed %d temporary file%s that an interrupted run left beside %s\n", PROG, stale,
+			stale == 1 ? "" : "s", out_path);
+	cleanup_add_snapshot(out_path);
 	if ((st = hsq_snapshot_save(ctx, out_path, mode, zstd_level)))
 		cli_die_status(PROG, cli_exit_for(st, EXIT_SNAPSHOT), st);
 	if (verbose)

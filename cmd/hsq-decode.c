@@ -69,6 +69,7 @@ int main(int argc, char **argv)
 	hsq_context_params cp = hsq_context_default_params();
 	hsq_sampler_params sp = hsq_sampler_default_params();
 	cli_parser p;
+	cli_stdout_checked();
 	tier_options_init(&tier);
 	cli_status_hint(HSQ_ERR_CONTEXT_FULL, "-c sets the context size");
 	cli_init(&p, PROG, options);
@@ -107,15 +108,7 @@ int main(int argc, char **argv)
 	if (!seed_given)
 		sp.seed = (uint64_t)time(NULL);
 
-	char *prompt_buf = NULL;
-	if (prompt_file) {
-		size_t len;
-		prompt_buf = cli_read_all(PROG, prompt_file, &len);
-		if (strlen(prompt_buf) != len)
-			cli_die(PROG, EXIT_INPUT, "the prompt file %s contains a NUL byte at offset %zu; is it text?",
-				prompt_file, strlen(prompt_buf));
-		prompt = prompt_buf;
-	}
+	FILE *prompt_in = prompt_file ? cli_open_input(PROG, prompt_file) : NULL;
 	char path_buf[4096];
 	const char *model_path = cli_model_path(PROG, model_arg, path_buf, sizeof path_buf);
 	hsq_model *model = cli_load_model(PROG, model_path);
@@ -135,6 +128,21 @@ int main(int argc, char **argv)
 			cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
 	}
 	double t_load = cli_now() - t0;
+	/* Read once the context size is known, and no more than it could hold. */
+	char *prompt_buf = NULL;
+	if (prompt_in) {
+		size_t len;
+		char too_long[200];
+		int n_ctx = hsq_context_n_ctx(ctx);
+		snprintf(too_long, sizeof too_long, "more than the context of %d tokens could hold; shorten it%s", n_ctx,
+			 cp.n_ctx ? " or raise -c" : "");
+		prompt_buf = cli_read_input(PROG, prompt_in, prompt_file, (size_t)n_ctx * CLI_MAX_BYTES_PER_TOKEN,
+					    too_long, &len);
+		if (strlen(prompt_buf) != len)
+			cli_die(PROG, EXIT_INPUT, "the prompt file %s contains a NUL byte at offset %zu; is it text?",
+				prompt_file, strlen(prompt_buf));
+		prompt = prompt_buf;
+	}
 	FILE *trace = NULL;
 	if ((tier.budget_given || tier.retrieval_given || no_residual || trace_path) && hsq_context_mode(ctx) != HSQ_MODE_HSQ)
 		cli_usage_error(PROG, "--budget, --retrieval-heads, --no-residual-keys and --trace need an hsq snapshot; %s is %s",
@@ -212,7 +220,7 @@ int main(int argc, char **argv)
 		if ((st = hsq_detok_push(model, &dt, tok, out, sizeof out, &out_len)))
 			cli_die_status(PROG, EXIT_FAILURE_RUNTIME, st);
 		fwrite(out, 1, out_len, stdout);
-		fflush(stdout);
+		cli_stdout_flush(); /* a full disk or closed pipe ends the run at once */
 		if (++n_gen == n_predict)
 			break;
 		st = hsq_context_eval(ctx, &tok, 1, logits, 0);

@@ -1199,6 +1199,7 @@ int main(int argc, char **argv)
 	const char *model_arg = NULL, *trace_path = NULL, *svg_path = NULL;
 	int verify = 0, json = 0, show_tokens = 0, show_text = 0, per_head = 0, top_n = 10, top_given = 0, c;
 	cli_parser p;
+	cli_stdout_checked();
 	cli_init(&p, PROG, options);
 	while ((c = cli_next(&p, argc, argv, USAGE, DESCRIPTION)) != -1) {
 		switch (c) {
@@ -1301,12 +1302,12 @@ int main(int argc, char **argv)
 		print_json(&r, svg_path);
 	else
 		print_text(&r);
-	fflush(stdout);
+	cli_stdout_flush();
 	trace_free(&trace, map);
 	hsq_tier_map_free(map);
 	hsq_free(toks);
 	free(text);
 	if (verify_st)
 		cli_die(PROG, EXIT_SNAPSHOT, "%s", verify_msg);
-	return ferror(stdout) ? EXIT_FAILURE_RUNTIME : EXIT_OK;
+	return EXIT_OK; /* standard output is closed, and checked, at exit */
 }

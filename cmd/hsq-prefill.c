@@ -2,7 +2,10 @@
  * context in a snapshot that hsq-decode resumes many times. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "common/cleanup.h"
 #include "common/cli.h"
 #include "common/progress.h"
 #include "common/tier_options.h"
@@ -41,6 +44,8 @@ int main(int argc, char **argv)
 	tier_options tier;
 	hsq_context_params cp = hsq_context_default_params();
 	cli_parser p;
+	struct timespec started;
+	clock_gettime(CLOCK_REALTIME, &started);
 	tier_options_init(&tier);
 	cli_status_hint(HSQ_ERR_CONTEXT_FULL, "-c sets the context size");
 	cli_init(&p, PROG, options);
@@ -72,21 +77,29 @@ int main(int argc, char **argv)
 		cli_usage_error(PROG, "no output file: pass -o OUT.hsq");
 	if (system && !chat)
 		cli_usage_error(PROG, "--system only applies with --chat");
+	/* before the model is loaded and the document run: a bad -o fails at once */
+	cli_check_output(PROG, "-o", out_path, EXIT_SNAPSHOT);
 	if (tier.n_params && mode == HSQ_MODE_FULL)
 		cli_usage_error(PROG, "tier options (--sinks, --window, ...) do not apply to --mode full");
 
+	FILE *in = cli_open_input(PROG, in_path);
+	char path_buf[4096];
+	hsq_model *model = cli_load_model(PROG, cli_model_path(PROG, model_arg, path_buf, sizeof path_buf));
+	hsq_model_info mi;
+	hsq_model_get_info(model, &mi);
+	int limit = cp.n_ctx ? cp.n_ctx : mi.n_ctx_train;
+
+	/* Read once the context size is known, and no more than it could hold. */
 	size_t doc_len;
-	char *doc = cli_read_all(PROG, in_path, &doc_len);
+	char too_long[200];
+	snprintf(too_long, sizeof too_long, "more than the %s context of %d tokens could hold; shorten it%s",
+		 cp.n_ctx ? "requested" : "model's", limit, cp.n_ctx ? " or raise -c" : "");
+	char *doc = cli_read_input(PROG, in, in_path, (size_t)limit * CLI_MAX_BYTES_PER_TOKEN, too_long, &doc_len);
 	if (doc_len == 0)
 		cli_die(PROG, EXIT_INPUT, "the document is empty (%s); give some text to prefill",
 			strcmp(in_path, "-") ? in_path : "standard input");
 	if (strlen(doc) != doc_len)
 		cli_die(PROG, EXIT_INPUT, "the document contains a NUL byte at offset %zu; is it text?", strlen(doc));
-
-	char path_buf[4096];
-	hsq_model *model = cli_load_model(PROG, cli_model_path(PROG, model_arg, path_buf, sizeof path_buf));
-	hsq_model_info mi;
-	hsq_model_get_info(model, &mi);
 
 	/* With --chat the template header is tokenized on its own (special
 	 * tokens parsed) and the document on its own (special-token text in it
@@ -112,7 +125,6 @@ int main(int argc, char **argv)
 	toks = all;
 	n_tok += n_doc;
 	hsq_free(doc_toks);
-	int limit = cp.n_ctx ? cp.n_ctx : mi.n_ctx_train;
 	if (n_tok > (size_t)limit)
 		cli_die(PROG, EXIT_INPUT, "the document is %zu tokens, longer than the %s context of %d tokens; shorten it%s",
 			n_tok, cp.n_ctx ? "requested" : "model's", limit, cp.n_ctx ? " or raise -c" : "");
@@ -141,6 +153,13 @@ int main(int argc, char **argv)
 		cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
 	double t_compress = cli_now() - t1;
 	t1 = cli_now();
+	/* Temporary files of out_path that killed runs left (a live writer's
+	 * are locked, and kept); then ours, removed if a signal stops the write. */
+	int stale = cleanup_stale_snapshots(out_path, started);
+	if (verbose && stale)
+		fprintf(stderr, "%s: removed %d temporary file%s that an interrupted run left beside %s\n", PROG, stale,
+			stale == 1 ? "" : "s", out_path);
+	cleanup_add_snapshot(out_path);
 	if ((st = hsq_snapshot_save(ctx, out_path, mode, zstd_level)))
 		cli_die_status(PROG, cli_exit_for(st, EXIT_SNAPSHOT), st);
 	if (verbose)

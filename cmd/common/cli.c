@@ -1,10 +1,13 @@
 /* cli.c - shared command-line plumbing for the hsq tools. */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -185,6 +188,117 @@ double cli_double(const char *prog, const char *opt, const char *value, double l
 	return v;
 }
 
+/* The directory that holds path (a malloc'ed string): "." for a bare
+ * name, "/" for "/name". Trailing slashes of path are ignored. */
+static char *parent_dir(const char *prog, const char *path)
+{
+	size_t n = strlen(path);
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	const char *slash = memrchr(path, '/', n);
+	char *dir = !slash ? strdup(".") : slash == path ? strdup("/") : strndup(path, (size_t)(slash - path));
+	if (!dir)
+		cli_die(prog, EXIT_FAILURE_RUNTIME, "out of memory");
+	return dir;
+}
+
+/* Exits unless dir is an existing directory this process can create
+ * files in; what is the output path, for the message. */
+static void check_writable_dir(const char *prog, const char *opt, const char *what, const char *dir, int code)
+{
+	struct stat st;
+	if (stat(dir, &st) != 0)
+		cli_die(prog, code, "cannot write %s (%s): directory %s: %s%s", what, opt, dir, strerror(errno),
+			errno == ENOENT ? "; create it first" : "");
+	if (!S_ISDIR(st.st_mode))
+		cli_die(prog, code, "cannot write %s (%s): %s is not a directory", what, opt, dir);
+	if (access(dir, W_OK | X_OK) != 0)
+		cli_die(prog, code, "cannot write %s (%s): cannot create files in the directory %s: %s; choose a "
+			"writable directory", what, opt, dir, strerror(errno));
+}
+
+void cli_check_output(const char *prog, const char *opt, const char *path, int code)
+{
+	struct stat st;
+	if (!*path)
+		cli_usage_error(prog, "%s needs a non-empty path", opt);
+	size_t n = strlen(path);
+	if (path[n - 1] == '/' || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+		cli_die(prog, code, "cannot write %s (%s): it is a directory; name a file to write", path, opt);
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		cli_die(prog, code, "cannot write %s (%s): it is a device, pipe or socket, which the output would "
+			"replace; name a regular file", path, opt);
+	char *dir = parent_dir(prog, path);
+	check_writable_dir(prog, opt, path, dir, code);
+	free(dir);
+}
+
+void cli_check_output_dir(const char *prog, const char *opt, const char *path, int code)
+{
+	struct stat st;
+	if (!*path)
+		cli_usage_error(prog, "%s needs a non-empty path", opt);
+	if (stat(path, &st) == 0) {
+		if (!S_ISDIR(st.st_mode))
+			cli_die(prog, code, "cannot write in %s (%s): it is not a directory; name a directory (it is "
+				"created if missing)", path, opt);
+		check_writable_dir(prog, opt, path, path, code);
+		return;
+	}
+	char *dir = parent_dir(prog, path);
+	check_writable_dir(prog, opt, path, dir, code);
+	free(dir);
+}
+
+static int stdout_failed;
+
+/* A failed write to standard output: error e (0 when only the stream's
+ * error flag says so). EPIPE ends the tool as SIGPIPE would have. */
+static void stdout_error(int e, int in_exit_handler)
+{
+	stdout_failed = 1;
+	if (e == EPIPE) {
+		sigset_t set;
+		signal(SIGPIPE, SIG_DFL);
+		sigemptyset(&set);
+		sigaddset(&set, SIGPIPE);
+		sigprocmask(SIG_UNBLOCK, &set, NULL);
+		raise(SIGPIPE);
+	}
+	fprintf(stderr, "%s: cannot write standard output: %s%s\n", running, e ? strerror(e) : "write error",
+		e == ENOSPC || e == EDQUOT ? " (free some space or send the output elsewhere)" : "");
+	if (in_exit_handler)
+		_exit(EXIT_FAILURE_RUNTIME); /* exit() must not be called again from an exit handler */
+	exit(EXIT_FAILURE_RUNTIME);
+}
+
+static void stdout_close(void)
+{
+	if (stdout_failed)
+		return;
+	int had_error = ferror(stdout);
+	errno = 0;
+	if (fclose(stdout) != 0 || had_error) {
+		/* stdout closed by the caller (>&-) with nothing written is fine */
+		if (!had_error && errno == EBADF)
+			return;
+		stdout_error(errno, 1);
+	}
+}
+
+void cli_stdout_checked(void)
+{
+	signal(SIGPIPE, SIG_DFL);
+	atexit(stdout_close);
+}
+
+void cli_stdout_flush(void)
+{
+	errno = 0;
+	if (fflush(stdout) != 0 || ferror(stdout))
+		stdout_error(errno, 0);
+}
+
 double cli_now(void)
 {
 	struct timespec ts;
@@ -220,29 +334,42 @@ size_t cli_utf8_len(const char *s, size_t n)
 	return len;
 }
 
-char *cli_read_all(const char *prog, const char *path, size_t *len)
+FILE *cli_open_input(const char *prog, const char *path)
 {
 	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
 	if (!f)
 		cli_die(prog, EXIT_INPUT, "cannot open %s: %s", path, strerror(errno));
+	return f;
+}
+
+char *cli_read_input(const char *prog, FILE *f, const char *path, size_t max, const char *too_long, size_t *len)
+{
+	const char *name = strcmp(path, "-") ? path : "standard input";
 	size_t cap = 1 << 16, n = 0;
 	char *buf = malloc(cap);
 	for (;;) {
 		if (!buf)
-			cli_die(prog, EXIT_FAILURE_RUNTIME, "out of memory reading %s", path);
+			cli_die(prog, EXIT_FAILURE_RUNTIME, "out of memory reading %s", name);
 		n += fread(buf + n, 1, cap - n - 1, f);
+		if (n > max)
+			cli_die(prog, EXIT_INPUT, "%s is over %zu bytes, %s", name, max, too_long);
 		if (n < cap - 1)
 			break;
 		cap *= 2;
 		buf = realloc(buf, cap);
 	}
 	if (ferror(f))
-		cli_die(prog, EXIT_INPUT, "cannot read %s: %s", strcmp(path, "-") ? path : "standard input", strerror(errno));
+		cli_die(prog, EXIT_INPUT, "cannot read %s: %s", name, strerror(errno));
 	if (f != stdin)
 		fclose(f);
 	buf[n] = '\0';
 	*len = n;
 	return buf;
+}
+
+char *cli_read_all(const char *prog, const char *path, size_t *len)
+{
+	return cli_read_input(prog, cli_open_input(prog, path), path, (size_t)-1 / 2, "", len);
 }
 
 const char *cli_model_path(const char *prog, const char *given, char *buf, size_t cap)

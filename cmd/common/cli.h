@@ -72,6 +72,42 @@ size_t cli_utf8_len(const char *s, size_t n);
 
 /* Reads a whole file (path "-" = stdin) into a NUL-terminated buffer. */
 char *cli_read_all(const char *prog, const char *path, size_t *len);
+/* The same in two steps, for a document or prompt whose bound is known
+ * only once the model is loaded: cli_open_input opens path ("-" = stdin)
+ * or exits 4 naming it; cli_read_input reads it whole (closing it unless
+ * stdin), and exits 4 as soon as more than max bytes have come, with
+ * "NAME is over MAX bytes, " and too_long as the message, without reading
+ * the rest (/dev/zero, a runaway pipe). */
+FILE *cli_open_input(const char *prog, const char *path);
+char *cli_read_input(const char *prog, FILE *f, const char *path, size_t max, const char *too_long, size_t *len);
+/* A generous bound on the bytes of text one token stands for (the longest
+ * token of SmolLM2's vocabulary spells 162 bytes, of gemma-3's 48; a byte
+ * the vocabulary lacks is one token or more): a document of more
+ * than n_ctx times this many bytes cannot fit a context of n_ctx tokens,
+ * and is refused while it is read. */
+#define CLI_MAX_BYTES_PER_TOKEN 256
+
+/* Checks, before the work, that an output file can be written at path,
+ * as the tools write one (a temporary file beside it, renamed onto it):
+ * path is not empty (a usage error, exit 2) and names neither a directory
+ * nor a special file, and its directory exists and can be written in.
+ * Otherwise exits with code, naming opt ("-o", "--json") and path, and
+ * saying what to fix. cli_check_output_dir checks a directory that the
+ * tool creates when it is missing (--report): it is a writable directory,
+ * or it is missing and its parent is one. */
+void cli_check_output(const char *prog, const char *opt, const char *path, int code);
+void cli_check_output_dir(const char *prog, const char *opt, const char *path, int code);
+
+/* Standard output checked (hsq(7), EXIT STATUS): cli_stdout_checked(),
+ * called first thing in main, restores SIGPIPE's default action (a closed
+ * pipe then ends the tool silently, as it ends yes(1) in `yes | head`,
+ * whether or not the parent ignored SIGPIPE) and registers an exit handler
+ * that flushes and closes standard output: a write that failed, at any
+ * point, makes the tool print "cannot write standard output: REASON" and
+ * exit 1. cli_stdout_flush flushes at once (a stream of tokens), exiting
+ * the same way on an error. */
+void cli_stdout_checked(void);
+void cli_stdout_flush(void);
 
 /* Seconds on the monotonic clock (for -v timings). */
 double cli_now(void);

@@ -474,7 +474,7 @@ static int outputs(eval_output *out)
 	static void (*const write[3])(FILE *f) = { csv_out, json_out, svg_out };
 	for (int i = 0; i < 3; i++) {
 		snprintf(paths[i], sizeof paths[i], "%s.%s", o.prefix, ext[i]);
-		out[i] = (eval_output){ paths[i], write[i] };
+		out[i] = (eval_output){ paths[i], write[i], "-o" };
 	}
 	return 3;
 }

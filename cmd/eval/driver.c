@@ -52,8 +52,8 @@ static int outputs_of(const eval_sub *s, const eval_common *c, eval_output *out)
 {
 	if (s->outputs)
 		return s->outputs(out);
-	out[0] = (eval_output){ c->json_path, s->write_json };
-	out[1] = (eval_output){ c->csv_path, s->write_csv };
+	out[0] = (eval_output){ c->json_path, s->write_json, "--json" };
+	out[1] = (eval_output){ c->csv_path, s->write_csv, "--csv" };
 	return 2;
 }
 
@@ -80,15 +80,26 @@ int eval_drive(const eval_sub *s, int argc, char **argv)
 	eval_runner *r = NULL;
 	eval_common *c = s->init();
 	parse(s, c, argc, argv);
+
+	/* Every output checked before the model is loaded and the work done:
+	 * a bad path fails at once, not after minutes of trials. */
+	eval_output out[EVAL_MAX_OUTPUTS];
+	const int n_out = outputs_of(s, c, out);
+	for (int i = 0; i < n_out; i++)
+		if (out[i].path)
+			cli_check_output(EVAL_PROG, out[i].opt, out[i].path, EXIT_FAILURE_RUNTIME);
+	if (c && c->report_dir)
+		cli_check_output_dir(EVAL_PROG, "--report", c->report_dir, EXIT_FAILURE_RUNTIME);
+	if (c)
+		eval_log_check(c);
+
 	if (c) {
 		eval_runner_init(&R, c);
 		r = &R;
 	}
 	char *config = s->setup(r);
 
-	eval_output out[EVAL_MAX_OUTPUTS];
 	eval_file files[EVAL_MAX_OUTPUTS];
-	const int n_out = outputs_of(s, c, out);
 	for (int i = 0; i < n_out; i++)
 		eval_file_open(&files[i], out[i].path);
 	if (c && c->report_dir)

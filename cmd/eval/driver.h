@@ -34,6 +34,7 @@
 typedef struct eval_output {
 	const char *path;
 	void (*write)(FILE *f);
+	const char *opt; /* the option that names it, for messages: "--json" */
 } eval_output;
 
 /* A subcommand: what the driver asks of it, in the order it asks. Its

@@ -367,16 +367,36 @@ static void log_read_only(eval_log *L, const eval_common *c, char *config)
 		cli_die(EVAL_PROG, EXIT_INPUT, "--summarize: %s holds no trial yet; nothing to summarize", L->path);
 }
 
+void eval_log_check(const eval_common *c)
+{
+	struct stat st;
+	const char *path = c->log_path;
+	int exists = stat(path, &st) == 0;
+	if (exists && S_ISDIR(st.st_mode))
+		cli_usage_error(EVAL_PROG, "--log %s is a directory; name a file", path);
+	if (c->summarize)
+		return; /* only read */
+	if (exists && !c->resume && !c->force)
+		cli_usage_error(EVAL_PROG,
+				"the trial log %s exists (from an earlier run); continue it with --resume, overwrite it "
+				"with --force, or name another with --log",
+				path);
+	if (!exists)
+		cli_check_output(EVAL_PROG, "--log", path, EXIT_FAILURE_RUNTIME);
+	else if (access(path, W_OK) != 0)
+		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "cannot write the trial log %s: %s; name another with --log",
+			path, strerror(errno));
+}
+
 void eval_log_open(eval_log *L, const eval_common *c, char *config, eval_record_check check, void *user)
 {
 	memset(L, 0, sizeof *L);
 	snprintf(L->path, sizeof L->path, "%s", c->log_path);
 	L->check = check;
 	L->user = user;
+	eval_log_check(c);
 	struct stat st;
 	int exists = stat(L->path, &st) == 0;
-	if (exists && S_ISDIR(st.st_mode))
-		cli_usage_error(EVAL_PROG, "--log %s is a directory; name a file", L->path);
 	if (c->summarize) {
 		log_read_only(L, c, config);
 		return;
@@ -387,11 +407,6 @@ void eval_log_open(eval_log *L, const eval_common *c, char *config, eval_record_
 		log_resume(L, c, config);
 		return;
 	}
-	if (exists && !c->force)
-		cli_usage_error(EVAL_PROG,
-				"the trial log %s exists (from an earlier run); continue it with --resume, overwrite it "
-				"with --force, or name another with --log",
-				L->path);
 	log_start(L, c, config);
 }
 

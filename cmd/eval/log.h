@@ -38,6 +38,11 @@ typedef struct eval_log {
  * half-written last line is dropped and left in the file, and nothing may
  * be appended (L->f is NULL). */
 void eval_log_open(eval_log *L, const eval_common *c, char *config, eval_record_check check, void *user);
+/* What eval_log_open refuses before it reads anything, checked before the
+ * model is loaded: --log naming a directory or an existing log without
+ * --resume or --force (usage errors, exit 2), a log that cannot be
+ * created or appended to (exit 1). */
+void eval_log_check(const eval_common *c);
 /* Appends one record (a JSON object without newline), flushes it, and
  * keeps its parsed form in L->records. */
 void eval_log_append(eval_log *L, const sbuf *record);

@@ -4,12 +4,20 @@
  *
  * Writers never leave a partial file at the destination: they write a
  * temporary file in the same directory, fsync it, rename it over the
- * destination and fsync the directory. */
+ * destination and fsync the directory.
+ *
+ * The temporary file, ".NAME.XXXXXXXX.tmp" (XXXXXXXX: 8 lowercase hex
+ * digits), is held open from its creation until it is renamed, and locked
+ * (flock, exclusive) all that time: a tool can tell a temporary file that
+ * a live process is writing (locked) from one a killed run left behind
+ * (unlocked, so removable), and find its own among the files it has open
+ * (hsq-prefill's cmd/common/cleanup.c does both). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -110,8 +118,12 @@ static hsq_status writer_open(snap_writer *w, const char *path)
 		/* ".NAME.XXXXXXXX.tmp", NAME cut to 200 bytes to stay under NAME_MAX. */
 		snprintf(w->tmp_path, cap, "%.*s.%.200s.%08x.tmp", (int)prefix, path, base, (unsigned)rnd);
 		w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-		if (w->fd >= 0)
+		if (w->fd >= 0) {
+			/* advisory: "being written"; file systems without
+			 * flock still get the snapshot */
+			flock(w->fd, LOCK_EX | LOCK_NB);
 			return HSQ_OK;
+		}
 		if (errno != EEXIST)
 			break;
 	}
@@ -144,15 +156,18 @@ static hsq_status writer_commit(snap_writer *w)
 	hsq_status st = HSQ_OK;
 	if (fsync(w->fd) < 0)
 		return hsq_fail(HSQ_ERR_IO, "cannot write snapshot %s: fsync: %s", w->path, strerror(errno));
-	int fd = w->fd;
-	w->fd = -1;
-	if (close(fd) < 0)
-		return hsq_fail(HSQ_ERR_IO, "cannot write snapshot %s: close: %s", w->path, strerror(errno));
+	/* Renamed while still open (and locked): the temporary name is never
+	 * that of a file this process has closed. */
 	if (rename(w->tmp_path, w->path) < 0)
 		return hsq_fail(HSQ_ERR_IO, "cannot write snapshot %s: rename from %s: %s%s", w->path, w->tmp_path,
 				strerror(errno), errno == EISDIR ? " (the destination is a directory)" : "");
 	free(w->tmp_path);
 	w->tmp_path = NULL; /* renamed: nothing to clean up any more */
+	int fd = w->fd;
+	w->fd = -1;
+	/* The data is on disk (fsync above) and in place; a failed close
+	 * cannot take either back. */
+	close(fd);
 	/* Make the rename itself durable. Some file systems cannot fsync a
 	 * directory (EINVAL); the file is complete either way. */
 	int dfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -124,10 +124,11 @@ hsq_status hsq_snapshot_read_tiers(const char *path, hsq_tier_map **out)
 	}
 	for (int i = 0; i < TIER_N_SECTIONS; i++) {
 		const snap_section *s = snap_find_section(&r, tier_section_names[i]);
-		if (!s && i >= TIER_N_REQUIRED)
-			continue; /* router.heads (1.2) or centres (1.3): older files lack them */
+		if (!s && !tier_section_needed(i, r.minor))
+			continue; /* router.heads (1.2), keys.residual (1.4), or centres before 1.3 */
 		if (!s) {
-			st = hsq_fail(HSQ_ERR_FORMAT, "%s: no '%s' section; the file is damaged", path, tier_section_names[i]);
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: snapshot of format %u.%u has no '%s' section; the file is damaged",
+				      path, r.major, r.minor, tier_section_names[i]);
 			goto done;
 		}
 		if ((st = snap_check_encoding(&r, s)) || (st = snap_read_small_section(&r, s, r.file_size, &b[i].data)))
@@ -156,7 +157,7 @@ hsq_status hsq_snapshot_read_tiers(const char *path, hsq_tier_map **out)
 			      path, c4 / 2, c3 / 2);
 		goto done;
 	}
-	if ((st = tier_tables_check(path, b, n_heads)))
+	if ((st = tier_tables_check(path, b, n_heads, map->n_head_kv)))
 		goto done;
 	for (int i = 0; i < n_heads; i++) {
 		hsq_tier_head_info *h = &map->heads[i];

@@ -21,10 +21,34 @@ static void hex_prefix(char out[17], const uint8_t *id)
 }
 
 typedef struct kv_sink {
+	const char *path;
 	hsq_context *ctx;
 	int n_tokens;         /* positions in the snapshot */
 	uint64_t plane_bytes; /* n_tokens * width * 4: one layer's K or V */
 } kv_sink;
+
+/* Index of the first of n little-endian f32 at p whose exponent bits are
+ * all ones (an infinity or a NaN), or n. Blocks of 16 with no early exit
+ * inside, so the compiler can vectorise the common case. */
+static size_t first_non_finite(const uint8_t *p, size_t n)
+{
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		uint32_t w[16], bad = 0;
+		memcpy(w, p + 4 * i, sizeof w);
+		for (int j = 0; j < 16; j++)
+			bad |= (w[j] & 0x7f800000u) == 0x7f800000u;
+		if (bad)
+			break;
+	}
+	for (; i < n; i++) {
+		uint32_t u;
+		memcpy(&u, p + 4 * i, 4);
+		if ((u & 0x7f800000u) == 0x7f800000u)
+			return i;
+	}
+	return n;
+}
 
 /* kv.full raw layout: for each layer, K then V, each [n_tokens][width]
  * fp32. Copies a decoded range into the caches, split at plane borders. */
@@ -36,6 +60,16 @@ static hsq_status to_cache(void *arg, uint64_t raw_off, const uint8_t *data, siz
 	while (n) {
 		uint64_t plane = raw_off / k->plane_bytes, within = raw_off % k->plane_bytes;
 		size_t take = k->plane_bytes - within < n ? (size_t)(k->plane_bytes - within) : n;
+		/* A cache that decodes to NaN or infinity would poison every
+		 * attention it enters. */
+		size_t at = first_non_finite(data, take / 4);
+		if (at < take / 4) {
+			uint64_t width = k->plane_bytes / 4 / (uint64_t)(k->n_tokens ? k->n_tokens : 1);
+			uint64_t elem = within / 4 + at;
+			return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'kv.full' holds a non-finite value (layer %d %s, token %llu, channel %llu); the file is damaged",
+					k->path, (int)(plane / 2), plane % 2 ? "V" : "K",
+					(unsigned long long)(elem / width), (unsigned long long)(elem % width));
+		}
 		/* data is a malloc'ed buffer advanced by multiples of 4. */
 		context_kv_write(k->ctx, (int)(plane / 2), (int)(plane % 2), k->n_tokens, within / 4,
 				 (const float *)(const void *)data, take / 4);
@@ -72,11 +106,12 @@ static hsq_status load_tiers(snap_reader *r, const hsq_model *model, const hsq_c
 	*out = NULL;
 	for (int i = 0; i < TIER_N_SECTIONS; i++) {
 		const snap_section *s = snap_find_section(r, tier_section_names[i]);
-		if (!s && i >= TIER_N_REQUIRED)
-			continue; /* router.heads (1.2) or centres (1.3): older files lack them */
+		if (!s && !tier_section_needed(i, r->minor))
+			continue; /* router.heads (1.2), keys.residual (1.4), or centres before 1.3 */
 		if (!s) {
-			st = hsq_fail(HSQ_ERR_FORMAT, "%s: %s-mode snapshot has no '%s' section; the file is damaged", r->path,
-				      hsq_mode_name((hsq_snapshot_mode)r->mode), tier_section_names[i]);
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: %s-mode snapshot of format %u.%u has no '%s' section; the file is damaged",
+				      r->path, hsq_mode_name((hsq_snapshot_mode)r->mode), r->major, r->minor,
+				      tier_section_names[i]);
 			goto done;
 		}
 		if ((st = snap_check_encoding(r, s)) || (st = snap_read_small_section(r, s, r->file_size, &blobs[i].data)))
@@ -216,7 +251,7 @@ hsq_status hsq_snapshot_load(const hsq_model *model, const char *path, const hsq
 		goto fail;
 	}
 	/* With no tokens the section is empty and the sink is never called. */
-	kv_sink ks = { ctx, (int)m->n_tokens, plane ? plane : 1 };
+	kv_sink ks = { path, ctx, (int)m->n_tokens, plane ? plane : 1 };
 	if ((st = snap_section_stream(&r, kv, to_cache, &ks)))
 		goto fail;
 	if (m->n_tokens)

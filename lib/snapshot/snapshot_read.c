@@ -201,6 +201,13 @@ static hsq_status parse_meta(snap_reader *r, const uint8_t *m, size_t n)
 	return HSQ_OK;
 }
 
+/* What a file that is not a regular file is, for the message. */
+static const char *file_kind(mode_t m)
+{
+	return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" :
+	       S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "of an unknown kind";
+}
+
 hsq_status snap_reader_open(snap_reader *r, const char *path)
 {
 	hsq_status st = HSQ_OK;
@@ -211,7 +218,9 @@ hsq_status snap_reader_open(snap_reader *r, const char *path)
 
 	if (!path)
 		return hsq_fail(HSQ_ERR_INVALID_ARG, "no snapshot path given");
-	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO (or a terminal) for reading would
+	 * otherwise wait for a writer before fstat could refuse it. */
+	r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (r->fd < 0)
 		return hsq_fail(HSQ_ERR_IO, "%s: %s%s", path, strerror(errno),
 				errno == ENOENT ? " (create it with hsq-prefill)" : "");
@@ -221,7 +230,13 @@ hsq_status snap_reader_open(snap_reader *r, const char *path)
 		goto fail;
 	}
 	if (!S_ISREG(sb.st_mode)) {
-		st = hsq_fail(HSQ_ERR_IO, "%s: not a regular file; pass a snapshot written by hsq-prefill", path);
+		st = hsq_fail(HSQ_ERR_IO, "%s: not a regular file (%s); pass a snapshot written by hsq-prefill", path,
+			      file_kind(sb.st_mode));
+		goto fail;
+	}
+	int fl = fcntl(r->fd, F_GETFL);
+	if (fl < 0 || fcntl(r->fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		st = hsq_fail(HSQ_ERR_IO, "%s: %s", path, strerror(errno));
 		goto fail;
 	}
 	r->file_size = (uint64_t)sb.st_size;

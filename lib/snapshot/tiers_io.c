@@ -330,12 +330,28 @@ static int codes_finite(const uint8_t *codes, size_t n, size_t code_bytes)
 	return 1;
 }
 
-hsq_status tier_tables_check(const char *path, const tier_blob *b, int n_heads)
+hsq_status tier_tables_check(const char *path, const tier_blob *b, int n_heads, int n_head_kv)
 {
 	if (!inside(0, (uint64_t)n_heads * 16, b[1].size) || !inside(0, (uint64_t)n_heads * 16, b[2].size) ||
 	    b[3].size != (uint64_t)n_heads * 32)
 		return hsq_fail(HSQ_ERR_FORMAT, "%s: tier tables are shorter than %d heads need; the file is damaged", path,
 				n_heads);
+	/* The frames follow one another in head order from byte 0 of l3, so
+	 * no head's entry can name another head's frame (or overlap it), and
+	 * nothing follows the last one. */
+	uint64_t next = 0;
+	for (int i = 0; i < n_heads; i++) {
+		const uint8_t *e = b[3].data + (size_t)i * 32;
+		uint64_t off = get_u64(e), stored = get_u64(e + 8);
+		if (off != next || !inside(off, stored, b[4].size))
+			return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'l3.index' places the archive frame of layer %d head %d (%llu bytes at %llu) where the frames in head order leave byte %llu of 'l3'; the file is damaged",
+					path, i / n_head_kv, i % n_head_kv, (unsigned long long)stored, (unsigned long long)off,
+					(unsigned long long)next);
+		next = off + stored;
+	}
+	if (next != b[4].size)
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'l3' has %llu bytes after its last archive frame; the file is damaged",
+				path, (unsigned long long)(b[4].size - next));
 	return HSQ_OK;
 }
 
@@ -435,10 +451,16 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 	if (get_u32(b[0].data + TC_CODE4) != t->code4 || get_u32(b[0].data + TC_CODE3) != t->code3)
 		return hsq_fail(HSQ_ERR_FORMAT, "%s: code sizes %u/%u in section 'tiers' disagree with the codec (%zu/%zu); the file is damaged",
 				path, get_u32(b[0].data + TC_CODE4), get_u32(b[0].data + TC_CODE3), t->code4, t->code3);
-	if ((st = tier_tables_check(path, b, n_heads)) || (st = centres_read(t, path, &b[TIER_S_CENTRES])))
+	if ((st = tier_tables_check(path, b, n_heads, H)) || (st = centres_read(t, path, &b[TIER_S_CENTRES])))
 		return st;
-	if (!(dctx = ZSTD_createDCtx()))
+	/* who holds each position of the head being read: 0 none, 1 L1, 2 L3 */
+	uint8_t *owner = malloc((size_t)n_tokens + 1);
+	if (!owner)
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory reading %s", path);
+	if (!(dctx = ZSTD_createDCtx())) {
+		free(owner);
+		return hsq_fail(HSQ_ERR_NOMEM, "out of memory reading %s", path);
+	}
 	for (int i = 0; i < n_heads; i++) {
 		int l = i / H;
 		tier_head *h = &t->layers[l].heads[i % H];
@@ -476,6 +498,14 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 		free(pos);
 		if (st)
 			goto fail;
+		/* one zstd frame, nothing after it (for a head without groups
+		 * too: its frame of empty content is never decompressed) */
+		size_t fz = ZSTD_findFrameCompressedSize(b[4].data + e.l3_off, e.l3_stored);
+		if (ZSTD_isError(fz) || fz != e.l3_stored) {
+			st = hsq_fail(HSQ_ERR_FORMAT, "%s: archive frame of layer %d head %d in section 'l3' %s; the file is damaged",
+				      path, l, i % H, ZSTD_isError(fz) ? "is not one zstd frame" : "has bytes after its zstd frame");
+			goto fail;
+		}
 		if (ng == 0 && n3 == 0)
 			continue;
 		if (t->layers[l].window || t->mode != HSQ_MODE_HSQ || ng == 0) {
@@ -527,6 +557,9 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 			goto fail;
 		}
 		int32_t gpos[16];
+		memset(owner, 0, (size_t)n_tokens);
+		for (uint64_t k = 0; k < n1; k++)
+			owner[get_u32(e.l1_pos + 4 * k)] = 1; /* checked above */
 		for (uint64_t g = 0; g < ng; g++) {
 			uint32_t a = get_u32(gs + 4 * g), z = get_u32(gs + 4 * (g + 1));
 			for (uint32_t k = a; k < z; k++) {
@@ -536,6 +569,17 @@ hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_b
 						      path, v, l, i % H, n_tokens);
 					goto fail;
 				}
+				/* strictly ascending in a group, once in L3, never in L1 */
+				const char *why = k > a && v <= (uint32_t)gpos[k - a - 1] ? "is not above the one before it in its group"
+						  : owner[v] == 1 ? "is also an L1 position"
+						  : owner[v] == 2 ? "appears twice"
+						  : NULL;
+				if (why) {
+					st = hsq_fail(HSQ_ERR_FORMAT, "%s: archived position %u (token %u of group %llu) of layer %d head %d in section 'l3' %s; the file is damaged",
+						      path, v, k - a, (unsigned long long)g, l, i % H, why);
+					goto fail;
+				}
+				owner[v] = 2;
 				gpos[k - a] = (int32_t)v;
 			}
 			if ((st = tiers_head_add_group(t, &t->rope[t->layers[l].rope_table], h, (int)(z - a), gpos,
@@ -560,6 +604,7 @@ nomem:
 	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory reading the tiers of %s", path);
 fail:
 	free(frame);
+	free(owner);
 	ZSTD_freeDCtx(dctx);
 	return st;
 }

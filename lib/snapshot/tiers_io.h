@@ -18,6 +18,13 @@ struct hsq_tiers;
 /* Whether the writer sets the required bit of section i: centres changes
  * what codes mean, so a reader that does not know it must refuse. */
 static inline int tier_section_required_bit(int i) { return i < TIER_N_REQUIRED || i == TIER_S_CENTRES; }
+/* Whether a tiered snapshot of format 1.minor must hold section i: the
+ * first five always, centres from 1.3 on (every 1.3 writer writes it, so
+ * a file without it lost it). */
+static inline int tier_section_needed(int i, unsigned minor)
+{
+	return i < TIER_N_REQUIRED || (i == TIER_S_CENTRES && minor >= 3);
+}
 extern const char *const tier_section_names[TIER_N_SECTIONS];
 
 typedef struct tier_blob {
@@ -65,8 +72,10 @@ typedef struct tier_entry {
 	const uint8_t *g_start, *g_class, *l2_codes; /* into blobs[2] */
 } tier_entry;
 
-/* Checks that the tables hold n_heads rows. */
-hsq_status tier_tables_check(const char *path, const tier_blob *blobs, int n_heads);
+/* Checks that the tables hold n_heads rows (n_head_kv a layer) and that
+ * the l3 frames of l3.index follow one another in head order from byte 0
+ * to the end of l3. */
+hsq_status tier_tables_check(const char *path, const tier_blob *blobs, int n_heads, int n_head_kv);
 /* Row i (layer-major) with code pairs of c4 (L1/L3) and c3 (L2) bytes. */
 hsq_status tier_entry_read(const char *path, const tier_blob *blobs, int i, int n_head_kv, int n_tokens, size_t c4,
 			   size_t c3, tier_entry *e);

@@ -1,10 +1,12 @@
 #!/bin/sh
 # Black-box tests of hsq-inspect: output, --json, --verify, --tokens, --text,
-# exit codes (0 ok, 2 usage, 3 model, 5 snapshot: hsq(7)) and messages.
+# exit codes (0 ok, 2 usage, 3 model, 5 snapshot: hsq(7)), messages, and special
+# files (FIFO, directory, device) given as the snapshot to hsq-inspect and hsq-decode.
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 I="$HSQ_BIN/hsq-inspect"
 P="$HSQ_BIN/hsq-prefill"
+D="$HSQ_BIN/hsq-decode"
 
 # --- usage (exit 2) and informational options, no model needed
 run "$I"; expect "no snapshot is a usage error" 2 "no snapshot given"
@@ -36,6 +38,21 @@ printf 'hello world, this is not a snapshot at all\n' > "$TMP/text.hsq"
 run "$I" "$TMP/text.hsq"; expect "text file exits 5" 5 "not an hsq snapshot"
 [ -z "$out" ] && ok "nothing on stdout after an error" || fail "stdout after an error: $out"
 
+# Special files as the snapshot: refused at once (a FIFO must not wait for a
+# writer), naming the file; timeout exits 124 when a tool blocks.
+if mkfifo "$TMP/fifo.hsq" 2>/dev/null; then
+	run timeout 10 "$I" "$TMP/fifo.hsq"
+	expect "a FIFO exits 5 without blocking" 5 "fifo\.hsq: not a regular file \(a FIFO\)"
+else
+	echo "SKIP: mkfifo unavailable"
+fi
+run timeout 10 "$I" "$TMP/dir.hsq"
+expect "a directory exits 5 naming it" 5 "dir\.hsq: not a regular file \(a directory\)"
+if [ -c /dev/null ]; then
+	run timeout 10 "$I" /dev/null
+	expect "a character device exits 5" 5 "/dev/null: not a regular file \(a character device\)"
+fi
+
 if have_model; then
 	M="$HSQ_TEST_MODEL"
 	printf 'The Eiffel Tower is in Paris. The Colosseum is in Rome.' > "$TMP/doc.txt"
@@ -46,6 +63,12 @@ if have_model; then
 	fi
 	S="$TMP/doc.hsq"
 	size=$(wc -c < "$S" | tr -d ' ')
+	if [ -p "$TMP/fifo.hsq" ]; then
+		run timeout 10 "$D" -m "$M" -s "$TMP/fifo.hsq" -n 1
+		expect "hsq-decode -s FIFO exits 5 without blocking" 5 "fifo\.hsq: not a regular file \(a FIFO\)"
+	fi
+	run timeout 10 "$D" -m "$M" -s "$TMP/dir.hsq" -n 1
+	expect "hsq-decode -s DIRECTORY exits 5 naming it" 5 "dir\.hsq: not a regular file \(a directory\)"
 
 	run "$I" "$S"; expect "inspect succeeds" 0 ""
 	[ -z "$err" ] && ok "inspect is quiet on stderr" || fail "stderr: $err"

@@ -89,4 +89,51 @@ static inline int snap_image_put_u32(uint8_t *f, const char *name, uint64_t off,
 	return 1;
 }
 
+/* Replaces old_n bytes at byte `at` of section `name` in image f (size
+ * bytes) by the new_n bytes of `with`, as a writer that wrote them would
+ * have: the section's sizes and CRC follow, every section and the table
+ * behind it move by the change rounded to 64 (keeping their alignment),
+ * the file size and header CRC are recomputed. Returns the new image
+ * (malloc'ed; f is left as it was) and its size, or NULL. The section must
+ * be stored raw. */
+static inline uint8_t *snap_image_splice(const uint8_t *f, size_t size, const char *name, uint64_t at, uint64_t old_n,
+					 const uint8_t *with, uint64_t new_n, size_t *out_size)
+{
+	uint8_t *e = snap_image_entry((uint8_t *)f, name);
+	if (!e || get_u16(e + SNAP_E_CODEC) != SNAP_CODEC_RAW)
+		return NULL;
+	uint64_t so = get_u64(e + SNAP_E_OFFSET), st = get_u64(e + SNAP_E_STORED), end = so + st;
+	if (at > st || old_n > st - at)
+		return NULL;
+	int64_t d = (int64_t)new_n - (int64_t)old_n;
+	int64_t D = d >= 0 ? (d + 63) / 64 * 64 : -((-d) / 64 * 64);
+	size_t n = (size_t)((int64_t)size + D);
+	uint8_t *g = calloc(1, n + 1);
+	if (!g)
+		return NULL;
+	memcpy(g, f, (size_t)(so + at));
+	memcpy(g + so + at, with, (size_t)new_n);
+	memcpy(g + so + at + new_n, f + so + at + old_n, (size_t)(st - at - old_n));
+	memcpy(g + (int64_t)end + D, f + end, size - (size_t)end);
+	uint64_t to = get_u64(g + SNAP_H_TABLE_OFFSET);
+	if (to >= end)
+		put_u64(g + SNAP_H_TABLE_OFFSET, to = (uint64_t)((int64_t)to + D));
+	put_u64(g + SNAP_H_FILE_SIZE, n);
+	uint32_t ns = get_u32(g + SNAP_H_SECTION_COUNT), es = get_u32(g + SNAP_H_ENTRY_SIZE);
+	for (uint32_t i = 0; i < ns; i++) {
+		uint8_t *x = g + to + (size_t)i * es;
+		uint64_t o = get_u64(x + SNAP_E_OFFSET);
+		if (!strncmp((const char *)x, name, 16)) {
+			put_u64(x + SNAP_E_STORED, st + (uint64_t)d);
+			put_u64(x + SNAP_E_RAW, st + (uint64_t)d);
+			put_u32(x + SNAP_E_CRC, crc32c_update(0, g + so, (size_t)(st + (uint64_t)d)));
+		} else if (o >= end) {
+			put_u64(x + SNAP_E_OFFSET, (uint64_t)((int64_t)o + D));
+		}
+	}
+	snap_image_reseal_header(g);
+	*out_size = n;
+	return g;
+}
+
 #endif

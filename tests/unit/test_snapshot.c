@@ -1060,6 +1060,50 @@ Test(snapshot, hostile_contents_with_valid_checksums)
 	free_fixture(&f);
 }
 
+Test(snapshot, non_finite_cache_is_refused)
+{
+	NEED_MODEL();
+	fixture f = { 0 };
+	setup_fixture(&f, N_TOK);
+	size_t raw_n, n;
+	uint8_t *raw = kv_raw(f.ctx, &raw_n), *enc;
+	const char *p = tmp_path("nonfinite.hsq");
+	hsq_status st;
+	tsec base[3] = { section_as_is(&f, "meta"), section_as_is(&f, "tokens"), section_as_is(&f, "kv.full") };
+	tsec k[3] = { base[0], base[1], base[2] };
+	/* A cache that decodes to NaN or infinity, written raw and as the
+	 * writer encodes it (chunks of a layer's K or V, shuffled). */
+	static const uint32_t nonfinite[] = { 0x7fc00000u, 0xff800000u, 0x7f800001u };
+	size_t plane = raw_n / 2 / (size_t)f.model->info.n_layer;
+	for (size_t i = 0; i < sizeof nonfinite / sizeof *nonfinite; i++) {
+		for (int enc_kind = 0; enc_kind < 2; enc_kind++) {
+			uint8_t *poisoned = malloc(raw_n);
+			memcpy(poisoned, raw, raw_n);
+			size_t at = 3 * plane + 4 * (i * 97 + 5); /* layer 1's V */
+			wr32(poisoned + at, nonfinite[i]);
+			k[2] = (tsec){ .name = "kv.full", .data = poisoned, .stored = raw_n, .raw = raw_n, .flags = 1 };
+			enc = NULL;
+			if (enc_kind) {
+				enc = zstd_encode(poisoned, raw_n, plane, 0, 1, &n);
+				k[2] = (tsec){ .name = "kv.full", .data = enc, .stored = n, .raw = raw_n, .chunk = plane,
+					       .codec = 1, .filter = 1, .flags = 1 };
+			}
+			write_custom(p, f.file, k, 3, 0);
+			st = try_load(&f, p);
+			cr_assert_eq(st, HSQ_ERR_FORMAT, "non-finite %08x: got %s (%s)", nonfinite[i], hsq_strerror(st),
+				     hsq_last_error());
+			cr_assert(strstr(hsq_last_error(), p) && strstr(hsq_last_error(), "'kv.full'") &&
+					  strstr(hsq_last_error(), "non-finite") && strstr(hsq_last_error(), "layer 1 V"),
+				  "%s", hsq_last_error());
+			free(enc);
+			free(poisoned);
+		}
+	}
+
+	free(raw);
+	free_fixture(&f);
+}
+
 /* ----------------------------------------------------------- atomicity */
 
 Test(snapshot, failed_saves_leave_nothing_behind)

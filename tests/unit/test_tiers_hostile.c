@@ -8,7 +8,10 @@
  * format, checksum or unsupported status (and no context), or succeed with
  * a context that decodes without a sanitizer report. Targeted cases check
  * that impossible counts, offsets, positions, group bounds, classes and
- * non-finite norms are each refused with HSQ_ERR_FORMAT.
+ * non-finite norms are each refused with HSQ_ERR_FORMAT, and so are archive
+ * frames re-written with positions that repeat, overlap L1 or are out of
+ * order in their group, frames under another head's index entry, bytes
+ * after the last frame, and a 1.3+ file without its centres section.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,6 +20,7 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <zstd.h>
 
 #include "hsq.h"
 #include "snapshot_image.h"
@@ -110,14 +114,15 @@ static void reseal(uint8_t *f, const char *name)
 	snap_image_reseal_header(f);
 }
 
-/* Writes the damaged image, loads it, and (when it loads) decodes. */
-static hsq_status load_damaged(const image *im, const uint8_t *bytes)
+/* Writes the damaged image of n bytes, loads it, and (when it loads)
+ * decodes. */
+static hsq_status load_damaged_n(const image *im, const uint8_t *bytes, size_t n)
 {
 	char path[80];
 	snprintf(path, sizeof path, "%s.bad", im->path);
 	FILE *f = fopen(path, "wb");
 	cr_assert_not_null(f);
-	cr_assert_eq(fwrite(bytes, 1, im->size, f), im->size);
+	cr_assert_eq(fwrite(bytes, 1, n, f), n);
 	fclose(f);
 	hsq_context *ctx = NULL;
 	hsq_context_params cp = params();
@@ -137,6 +142,215 @@ static hsq_status load_damaged(const image *im, const uint8_t *bytes)
 			  "damage gave %s: %s", hsq_strerror(st), hsq_last_error());
 	}
 	return st;
+}
+
+static hsq_status load_damaged(const image *im, const uint8_t *bytes) { return load_damaged_n(im, bytes, im->size); }
+
+/* Loads a damaged image that must be refused with HSQ_ERR_FORMAT by a
+ * message naming the file and `what` (the section, in quotes). */
+static void expect_refused(const image *im, const uint8_t *bytes, size_t n, const char *what, const char *words)
+{
+	hsq_status st = load_damaged_n(im, bytes, n);
+	const char *msg = hsq_last_error();
+	cr_assert_eq(st, HSQ_ERR_FORMAT, "%s: got %s (%s)", words, hsq_strerror(st), msg);
+	cr_assert(strstr(msg, im->path) && strstr(msg, what) && strstr(msg, words) && !strchr(msg, '\n'),
+		  "the message names the file, %s and '%s': %s", what, words, msg);
+}
+
+/* The decompressed archive frame of head i (its n_l3 positions, then the
+ * codes) and its size. */
+static uint8_t *frame_of(uint8_t *f, int i, size_t *raw_n)
+{
+	size_t n3, n;
+	uint8_t *l3 = section(f, "l3", &n3), *e = section(f, "l3.index", &n) + 32 * (size_t)i;
+	*raw_n = (size_t)get_u64(e + 16);
+	uint8_t *raw = malloc(*raw_n + 1);
+	size_t got = ZSTD_decompress(raw, *raw_n, l3 + get_u64(e), (size_t)get_u64(e + 8));
+	cr_assert_eq(got, *raw_n, "frame of head %d: %s", i, ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short");
+	return raw;
+}
+
+/* A new image whose head i archive frame holds `raw` compressed, then the
+ * `extra` bytes; l3.index follows (the frame's size and CRC, the offsets of
+ * the frames behind it), every CRC recomputed. */
+static uint8_t *with_frame(const image *im, int i, const uint8_t *raw, size_t raw_n, const uint8_t *extra,
+			   size_t extra_n, size_t *out_n)
+{
+	size_t cap = ZSTD_compressBound(raw_n) + extra_n, n;
+	uint8_t *z = malloc(cap);
+	size_t zn = ZSTD_compress(z, cap, raw, raw_n, 3);
+	cr_assert(!ZSTD_isError(zn));
+	if (extra_n)
+		memcpy(z + zn, extra, extra_n);
+	zn += extra_n;
+	uint8_t *e = section(im->file, "l3.index", &n) + 32 * (size_t)i;
+	uint64_t off = get_u64(e), old = get_u64(e + 8);
+	uint8_t *g = snap_image_splice(im->file, im->size, "l3", off, old, z, zn, out_n);
+	cr_assert_not_null(g);
+	uint8_t *idx = section(g, "l3.index", &n);
+	put_u64(idx + 32 * (size_t)i + 8, zn);
+	put_u32(idx + 32 * (size_t)i + 28, crc32c_update(0, z, zn));
+	for (size_t j = (size_t)i + 1; j < n / 32; j++)
+		put_u64(idx + 32 * j, get_u64(idx + 32 * j) + zn - old);
+	reseal(g, "l3.index");
+	free(z);
+	return g;
+}
+
+/* Re-writes the archive frame of head 0 with one kind of bad positions
+ * (0: a repeat, 1: out of order in a group, 2: an L1 position) and checks
+ * that the load is refused with `words`; first checks that the frame
+ * re-written unchanged loads. */
+static void bad_positions(int kind, const char *words)
+{
+	image im = { 0 };
+	if (!make_image(&im))
+		cr_skip_test("HSQ_TEST_MODEL not set");
+	size_t n, raw_n, bad_n;
+	/* head 0: its groups (l2) and L1 positions (l1) */
+	uint8_t *l2 = section(im.file, "l2", &n), *l1 = section(im.file, "l1", &n);
+	uint32_t ng = get_u32(l2), n1 = get_u32(l1);
+	const uint8_t *gs = l2 + get_u64(l2 + 8), *p1 = l1 + get_u64(l1 + 8);
+	cr_assert_geq(ng, 2);
+	uint32_t a1 = get_u32(gs + 4), a2 = get_u32(gs + 8);
+	cr_assert(a1 >= 2 && a2 > a1, "groups 0 and 1 of head 0 hold tokens 0..%u and %u..%u", a1, a1, a2);
+	uint8_t *raw = frame_of(im.file, 0, &raw_n), *pos = malloc(raw_n);
+
+	/* the archive re-written as it was loads: the helper is sound */
+	uint8_t *bad = with_frame(&im, 0, raw, raw_n, NULL, 0, &bad_n);
+	cr_assert_eq(load_damaged_n(&im, bad, bad_n), HSQ_OK, "%s", hsq_last_error());
+	free(bad);
+
+	memcpy(pos, raw, raw_n);
+	if (kind == 0) {
+		/* group 1 starts at group 0's last position (both groups
+		 * still ascending) */
+		put_u32(pos + 4 * a1, get_u32(pos + 4 * (a1 - 1)));
+	} else if (kind == 1) {
+		put_u32(pos, get_u32(raw + 4)); /* group 0's first two swapped */
+		put_u32(pos + 4, get_u32(raw));
+	} else {
+		/* an L1 position where it keeps its group ascending: one below
+		 * group 0's first token (a sink), or between two neighbours */
+		int found = 0;
+		for (uint32_t g = 0; g < ng && !found; g++) {
+			uint32_t a = get_u32(gs + 4 * g), z = get_u32(gs + 4 * (g + 1));
+			for (uint32_t k = a; k < z && !found; k++) {
+				int64_t lo = k > a ? (int64_t)get_u32(raw + 4 * (k - 1)) : -1;
+				int64_t hi = k + 1 < z ? (int64_t)get_u32(raw + 4 * (k + 1)) : INT64_MAX;
+				for (uint32_t j = 0; j < n1 && !found; j++) {
+					int64_t p = get_u32(p1 + 4 * j);
+					if (p > lo && p < hi) {
+						put_u32(pos + 4 * k, (uint32_t)p);
+						found = 1;
+					}
+				}
+			}
+		}
+		cr_assert(found, "no L1 position fits between archived neighbours of head 0");
+	}
+	bad = with_frame(&im, 0, pos, raw_n, NULL, 0, &bad_n);
+	expect_refused(&im, bad, bad_n, "'l3'", words);
+	free(bad);
+	free(pos);
+	free(raw);
+	free_image(&im);
+}
+
+Test(tiers_hostile, archived_position_twice_is_refused) { bad_positions(0, "appears twice"); }
+Test(tiers_hostile, archived_positions_out_of_order_are_refused) { bad_positions(1, "not above the one before it"); }
+Test(tiers_hostile, archived_position_in_l1_is_refused) { bad_positions(2, "also an L1 position"); }
+
+Test(tiers_hostile, frame_under_another_heads_entry_is_refused)
+{
+	image im = { 0 };
+	if (!make_image(&im))
+		cr_skip_test("HSQ_TEST_MODEL not set");
+	size_t n;
+	uint8_t *bad = malloc(im.size);
+
+	/* the index entries of two heads with as many archived tokens
+	 * swapped: each head would read the other's frame */
+	memcpy(bad, im.file, im.size);
+	uint8_t *idx = section(bad, "l3.index", &n);
+	size_t j = 1;
+	while (j < n / 32 && get_u32(idx + 32 * j + 24) != get_u32(idx + 24))
+		j++;
+	cr_assert_lt(j, n / 32, "no head archives as many tokens as head 0");
+	uint8_t tmp[32];
+	memcpy(tmp, idx, 32);
+	memcpy(idx, idx + 32 * j, 32);
+	memcpy(idx + 32 * j, tmp, 32);
+	reseal(bad, "l3.index");
+	expect_refused(&im, bad, im.size, "'l3.index'", "where the frames in head order leave");
+
+	/* two heads' entries naming one frame */
+	memcpy(bad, im.file, im.size);
+	idx = section(bad, "l3.index", &n);
+	memcpy(idx + 32 * j, idx, 32);
+	reseal(bad, "l3.index");
+	expect_refused(&im, bad, im.size, "'l3.index'", "where the frames in head order leave");
+	free(bad);
+	free_image(&im);
+}
+
+Test(tiers_hostile, bytes_after_the_last_frame_are_refused)
+{
+	image im = { 0 };
+	if (!make_image(&im))
+		cr_skip_test("HSQ_TEST_MODEL not set");
+	size_t n, bad_n;
+	/* bytes after the last frame of l3 */
+	static const uint8_t junk[24] = { 0x28, 0xb5, 0x2f, 0xfd, 1, 2, 3 };
+	size_t n3;
+	section(im.file, "l3", &n3);
+	uint8_t *bad = snap_image_splice(im.file, im.size, "l3", n3, 0, junk, sizeof junk, &bad_n);
+	cr_assert_not_null(bad);
+	expect_refused(&im, bad, bad_n, "'l3'", "bytes after its last archive frame");
+	free(bad);
+
+	/* a skippable zstd frame after the last head's frame, inside its
+	 * index entry: it would decompress the same */
+	section(im.file, "l3.index", &n);
+	int last = (int)(n / 32) - 1;
+	size_t raw_n;
+	uint8_t *raw = frame_of(im.file, last, &raw_n);
+	static const uint8_t skip[12] = { 0x50, 0x2a, 0x4d, 0x18, 4, 0, 0, 0, 9, 9, 9, 9 };
+	bad = with_frame(&im, last, raw, raw_n, skip, sizeof skip, &bad_n);
+	expect_refused(&im, bad, bad_n, "'l3'", "bytes after its zstd frame");
+	free(bad);
+	free(raw);
+	free_image(&im);
+}
+
+Test(tiers_hostile, centres_are_required_from_format_1_3)
+{
+	image im = { 0 };
+	if (!make_image(&im))
+		cr_skip_test("HSQ_TEST_MODEL not set");
+	uint8_t *bad = malloc(im.size);
+	memcpy(bad, im.file, im.size);
+	/* the centres entry dropped from the table (its bytes stay, unnamed) */
+	uint32_t ns = get_u32(bad + SNAP_H_SECTION_COUNT), es = get_u32(bad + SNAP_H_ENTRY_SIZE);
+	uint8_t *last = bad + get_u64(bad + SNAP_H_TABLE_OFFSET) + (size_t)(ns - 1) * es;
+	uint8_t *c = entry_of(bad, "centres");
+	if (c != last)
+		memcpy(c, last, es);
+	put_u32(bad + SNAP_H_SECTION_COUNT, ns - 1);
+	snap_image_reseal_header(bad);
+	cr_assert_eq(get_u16(bad + SNAP_H_VERSION_MINOR), SNAP_VERSION_MINOR);
+	expect_refused(&im, bad, im.size, "'centres'", "has no");
+	for (uint16_t minor = 3; minor < SNAP_VERSION_MINOR; minor++) {
+		put_u16(bad + SNAP_H_VERSION_MINOR, minor);
+		snap_image_reseal_header(bad);
+		expect_refused(&im, bad, im.size, "'centres'", "has no");
+	}
+	/* a 1.2 file has none, and loads (with centres of zero) */
+	put_u16(bad + SNAP_H_VERSION_MINOR, 2);
+	snap_image_reseal_header(bad);
+	cr_assert_eq(load_damaged(&im, bad), HSQ_OK, "%s", hsq_last_error());
+	free(bad);
+	free_image(&im);
 }
 
 Test(tiers_hostile, resealed_random_damage_never_crashes)

@@ -78,7 +78,7 @@ MAN_PAGES = $(wildcard man/*.[157])
 # include/hsq_eval.h belongs to libhsq-eval.a, which is not installed.
 PUBLIC_HEADERS = include/hsq.h include/hsq_codec.h
 
-.PHONY: all check unit cli demo model gemma test-models deps bench bench-codecs completions install uninstall clean distclean
+.PHONY: all check unit cli demo model gemma test-models deps bench bench-codecs completions install uninstall clean distclean fuzz fuzz-build fuzz-smoke
 
 all: $(BUILD)/libhsq.a $(BUILD)/libhsq.so $(BUILD)/libhsq-eval.a $(BINS) $(BUILD)/hsq.pc
 
@@ -180,6 +180,7 @@ check: model gemma test-models
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) cli
+	$(MAKE) fuzz-smoke
 	@echo "make check: all tests passed"
 
 demo: model
@@ -188,6 +189,75 @@ demo: model
 
 bench: all $(BUILD)/bench/bench_runtime
 	BUILD_BENCH=$(BUILD)/bench sh bench/run.sh $(BUILD)/bin '$(MODEL)' '$(GEMMA)'
+
+# ------------------------------------------------------------------ fuzz
+# libFuzzer harnesses (tests/fuzz/*.c) for the readers of hostile input:
+# GGUF, snapshots, the tokenizer, SpectralQuant calibration. They need
+# clang; the library is compiled again with the harnesses' flags into
+# build/fuzz/. `make fuzz` runs each for FUZZ_SECONDS on its corpus
+# (tests/fuzz/corpus/NAME/; new inputs go to build/fuzz/corpus/NAME/, the
+# committed corpus is only read); `make fuzz-smoke` (part of `make check`)
+# runs each for FUZZ_SMOKE_SECONDS and writes nothing to the corpus.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 600
+FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_FLAGS   = -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
+	-DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+FUZZ_WARN    = -Wno-unknown-warning-option
+FUZZ_TARGETS = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_OBJ     = $(LIB_SRC:lib/%.c=$(BUILD)/fuzz/lib/%.o)
+FUZZ_BINS    = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
+# Is clang with libFuzzer here? (a shell command, run by the fuzz targets
+# only, so that other targets do not pay for it)
+FUZZ_PROBE   = printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }\n' | \
+	$(FUZZ_CC) -x c -fsanitize=fuzzer - -o /dev/null >/dev/null 2>&1
+FUZZ_SKIP    = echo "SKIP: fuzz targets ($(FUZZ_CC) with -fsanitize=fuzzer not found; apt-get install clang libclang-rt-14-dev)"
+
+$(BUILD)/fuzz/lib/%.o: lib/%.c config.mk
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(LIB_CFLAGS) $(FUZZ_WARN) $(FUZZ_FLAGS) -c $< -o $@
+
+# The checksums run over every byte of every input and branch on none of
+# them: optimised, without coverage instrumentation or ASan (UBSan stays)
+# they stop taking most of the harnesses' time (SHA-256 of the GGUF
+# identity took 60% of fuzz_gguf's). The bounds of what they read are
+# computed, and checked, by the instrumented readers that call them.
+FUZZ_NOCOV = common/sha256 common/crc32c
+$(FUZZ_NOCOV:%=$(BUILD)/fuzz/lib/%.o): $(BUILD)/fuzz/lib/%.o: lib/%.c config.mk
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(LIB_CFLAGS) $(FUZZ_WARN) -O2 -g -fsanitize=undefined -fno-sanitize-recover=undefined \
+		-DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -c $< -o $@
+
+$(BUILD)/fuzz/libhsq-fuzz.a: $(FUZZ_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/*.h $(TEST_HEADERS) $(BUILD)/fuzz/libhsq-fuzz.a
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(TEST_CFLAGS) -Itests/fuzz $(FUZZ_WARN) $(FUZZ_FLAGS) -fsanitize=fuzzer $< $(BUILD)/fuzz/libhsq-fuzz.a $(LIBS) -o $@
+
+fuzz-build:
+	@if $(FUZZ_PROBE); then $(MAKE) $(FUZZ_BINS); else $(FUZZ_SKIP); fi
+
+# Each harness in turn (one core), new inputs into build/fuzz/corpus/NAME.
+fuzz:
+	@if ! $(FUZZ_PROBE); then $(FUZZ_SKIP); exit 0; fi; \
+	$(MAKE) $(FUZZ_BINS) && \
+	for t in $(FUZZ_TARGETS); do mkdir -p $(BUILD)/fuzz/corpus/$$t $(BUILD)/fuzz/artifacts; \
+		echo "== fuzz_$$t: $(FUZZ_SECONDS) s"; \
+		$(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+			-artifact_prefix=$(BUILD)/fuzz/artifacts/$$t- $(BUILD)/fuzz/corpus/$$t tests/fuzz/corpus/$$t || exit 1; done
+
+# The committed corpus is read, never written: libFuzzer writes new inputs
+# to the first corpus directory only, a scratch one here.
+fuzz-smoke:
+	@if ! $(FUZZ_PROBE); then $(FUZZ_SKIP); exit 0; fi; \
+	$(MAKE) $(FUZZ_BINS) && \
+	for t in $(FUZZ_TARGETS); do rm -rf $(BUILD)/fuzz/smoke/$$t; mkdir -p $(BUILD)/fuzz/smoke/$$t; \
+		echo "== fuzz_$$t: $(FUZZ_SMOKE_SECONDS) s"; \
+		$(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SMOKE_SECONDS) -print_final_stats=1 \
+			-artifact_prefix=$(BUILD)/fuzz/smoke/$$t- $(BUILD)/fuzz/smoke/$$t tests/fuzz/corpus/$$t \
+			> $(BUILD)/fuzz/smoke/$$t.log 2>&1 || { tail -40 $(BUILD)/fuzz/smoke/$$t.log; exit 1; }; \
+		grep -h '^stat::number_of_executed_units' $(BUILD)/fuzz/smoke/$$t.log; done
 
 # --------------------------------------------------------------- install
 install: all
@@ -236,4 +306,4 @@ $(BUILD)/bench/%: bench/%.c bench/*.h include/*.h $(BUILD)/libhsq-eval.a $(BUILD
 bench-codecs: $(BUILD)/bench/bench_codecs
 	$(BUILD)/bench/bench_codecs
 
--include $(wildcard $(BUILD)/lib/*/*.d $(BUILD)/lib/*/*/*.d $(BUILD)/san/lib/*/*.d $(BUILD)/san/lib/*/*/*.d)
+-include $(wildcard $(BUILD)/lib/*/*.d $(BUILD)/lib/*/*/*.d $(BUILD)/san/lib/*/*.d $(BUILD)/san/lib/*/*/*.d $(BUILD)/fuzz/lib/*/*.d $(BUILD)/fuzz/lib/*/*/*.d)

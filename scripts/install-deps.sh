@@ -10,7 +10,8 @@ libpcre2-dev:/usr/include/pcre2.h libutf8proc-dev:/usr/include/utf8proc.h
 libopenblas-dev:/usr/include/x86_64-linux-gnu/cblas.h python3:/usr/bin/python3
 python3-pip:/usr/lib/python3/dist-packages/pip python3-venv:/usr/lib/python3/dist-packages/ensurepip
 ca-certificates:/etc/ssl/certs/ca-certificates.crt time:/usr/bin/time zstd:/usr/bin/zstd
-binutils:/usr/bin/nm"
+binutils:/usr/bin/nm clang:/usr/bin/clang
+libclang-rt-14-dev:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a"
 
 missing=
 for entry in $need; do

@@ -580,6 +580,11 @@ hsq_status tiers_head_add_l1(struct hsq_tiers *t, int layer, tier_head *h, int n
 	int need = h->n_l1 + n, hd = t->head_dim;
 	if (h->has_res && n > 0 && !res)
 		return hsq_fail(HSQ_ERR_INTERNAL, "L1 tokens without residual codes for a head that keeps them");
+	/* Nothing to add: a head may have no L1 tokens (a snapshot's head with
+	 * n_l1 0), and then its arrays are still NULL, which memcpy and
+	 * pointer arithmetic must not see (UBSan). */
+	if (n == 0)
+		return HSQ_OK;
 	if (need > h->cap_l1) {
 		int cap = h->cap_l1, c2 = h->cap_l1, c3 = h->cap_l1, c4 = h->cap_l1;
 		if (GROW(h->l1_pos, cap, need) || grow((void **)&h->l1_code, &c2, need, tier_code4_pair(t)) ||

@@ -3,6 +3,7 @@
  * Weights stay in the read-only mapping; a hsq_weight is a view (pointer,
  * type, shape) checked here once, so the math never re-validates. */
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,6 +156,12 @@ static hsq_status load_transformer(hsq_model *m)
 	    (st = arch_u32(m, "attention.head_count_kv", mi->n_head, &mi->n_head_kv)) ||
 	    (st = arch_u32(m, "context_length", 2048, &mi->n_ctx_train)))
 		return st;
+	/* Every layer has its own tensors, so a file cannot have more layers
+	 * than tensors; the bound keeps the per-layer allocations below from
+	 * overflowing (block_count alone may be up to 2^30). */
+	if ((uint64_t)mi->n_layer > m->gguf->n_tensors)
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: %d layers (block_count) but only %llu tensors", m->gguf->path,
+				mi->n_layer, (unsigned long long)m->gguf->n_tensors);
 	if (mi->n_head % mi->n_head_kv)
 		return hsq_fail(HSQ_ERR_FORMAT, "%s: %d query heads cannot be shared among %d kv heads", m->gguf->path,
 				mi->n_head, mi->n_head_kv);
@@ -203,6 +210,9 @@ static hsq_status load_transformer(hsq_model *m)
 	if (emb->n_dims != 2 || (int64_t)emb->ne[0] != mi->n_embd)
 		return hsq_fail(HSQ_ERR_FORMAT, "%s: token_embd.weight does not match hidden size %d", m->gguf->path,
 				mi->n_embd);
+	if (emb->ne[1] == 0 || emb->ne[1] > INT_MAX)
+		return hsq_fail(HSQ_ERR_FORMAT, "%s: token_embd.weight has %llu rows", m->gguf->path,
+				(unsigned long long)emb->ne[1]);
 	mi->n_vocab = (int)emb->ne[1];
 	int hd = mi->head_dim, E = mi->n_embd, nv = mi->n_vocab;
 	if ((st = get_weight(m, "token_embd.weight", nv, E, &m->tok_embd)))
@@ -216,7 +226,7 @@ static hsq_status load_transformer(hsq_model *m)
 
 	/* Norm vectors that are not F32 get converted copies: 6 slots per layer + 1. */
 	size_t slot_n = (size_t)(E > hd ? E : hd);
-	m->f32_copies = calloc((size_t)(6 * mi->n_layer + 1) * slot_n, sizeof(float));
+	m->f32_copies = calloc((6 * (size_t)mi->n_layer + 1) * slot_n, sizeof(float));
 	m->layers = calloc((size_t)mi->n_layer, sizeof *m->layers);
 	if (!m->f32_copies || !m->layers)
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory loading %s", m->gguf->path);
@@ -258,10 +268,11 @@ static hsq_status load_transformer(hsq_model *m)
 		L->rope_base = L->window ? local_base : mi->rope_freq_base;
 		if (L->window > m->max_window)
 			m->max_window = L->window;
-		W(wq, "attn_q", mi->n_head * hd, E)
-		W(wk, "attn_k", mi->n_head_kv * hd, E)
-		W(wv, "attn_v", mi->n_head_kv * hd, E)
-		W(wo, "attn_output", E, mi->n_head * hd)
+		/* n_head and head_dim are each up to 2^30: their product in 64 bits. */
+		W(wq, "attn_q", (int64_t)mi->n_head * hd, E)
+		W(wk, "attn_k", (int64_t)mi->n_head_kv * hd, E)
+		W(wv, "attn_v", (int64_t)mi->n_head_kv * hd, E)
+		W(wo, "attn_output", E, (int64_t)mi->n_head * hd)
 		W(w_gate, "ffn_gate", mi->n_ff, E)
 		W(w_up, "ffn_up", mi->n_ff, E)
 		W(w_down, "ffn_down", E, mi->n_ff)

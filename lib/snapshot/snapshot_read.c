@@ -623,12 +623,14 @@ hsq_status snap_read_small_section(snap_reader *r, const snap_section *s, uint64
 
 hsq_status snap_section_crc(const snap_reader *r, const snap_section *s, uint32_t *out)
 {
-	uint8_t *buf = malloc(IO_BLOCK);
+	/* A block of IO_BLOCK bytes at most: most sections are far smaller. */
+	size_t cap = s->stored < IO_BLOCK ? (size_t)s->stored : IO_BLOCK;
+	uint8_t *buf = malloc(cap ? cap : 1);
 	uint32_t crc = 0;
 	if (!buf)
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory reading %s", r->path);
-	for (uint64_t off = 0; off < s->stored; off += IO_BLOCK) {
-		size_t n = s->stored - off < IO_BLOCK ? (size_t)(s->stored - off) : IO_BLOCK;
+	for (uint64_t off = 0; off < s->stored; off += cap) {
+		size_t n = s->stored - off < cap ? (size_t)(s->stored - off) : cap;
 		hsq_status st = read_at(r, s->offset + off, buf, n);
 		if (st) {
 			free(buf);

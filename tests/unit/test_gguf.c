@@ -729,3 +729,46 @@ Test(gguf, identity_is_cached_per_file, .timeout = 30)
 	gguf_close(f);
 	drop_private_cache();
 }
+
+/* A llama header with hyperparameters in range one by one (<= 2^30) whose
+ * products are not, and the tensors load_transformer reads before it uses
+ * them: token_embd [16, 4], output_norm and the first layer's norms. */
+static hsq_status load_llama(uint32_t n_layer, uint32_t n_head, uint32_t key_length)
+{
+	gbuf b = { 0 };
+	gb_u32(&b, 0x46554747u); gb_u32(&b, 3); gb_u64(&b, 4); gb_u64(&b, 7);
+	kv_str(&b, "general.architecture", "llama");
+	kv_u32(&b, "llama.block_count", n_layer);
+	kv_u32(&b, "llama.embedding_length", 16);
+	kv_u32(&b, "llama.feed_forward_length", 16);
+	kv_u32(&b, "llama.attention.head_count", n_head);
+	kv_u32(&b, "llama.attention.head_count_kv", 1);
+	kv_u32(&b, "llama.attention.key_length", key_length);
+	tensor_info(&b, "token_embd.weight", 2, (uint64_t[]){ 16, 4 }, 0, 0);
+	tensor_info(&b, "output_norm.weight", 1, (uint64_t[]){ 16 }, 0, 256);
+	tensor_info(&b, "blk.0.attn_norm.weight", 1, (uint64_t[]){ 16 }, 0, 320);
+	tensor_info(&b, "blk.0.ffn_norm.weight", 1, (uint64_t[]){ 16 }, 0, 384);
+	gb_pad(&b, 32);
+	float ones[112];
+	for (int i = 0; i < 112; i++)
+		ones[i] = 1.0f;
+	gb_put(&b, ones, sizeof ones);
+	cr_assert_eq(write_file(path, b.p, b.n), 0);
+	free(b.p);
+	hsq_model *m = NULL;
+	hsq_status st = hsq_model_load(path, &m);
+	cr_expect_null(m);
+	return st;
+}
+
+/* Found by tests/fuzz/fuzz_gguf: block_count 536870913 overflowed the int
+ * count of norm copies (6 * n_layer + 1), and head_count x key_length the
+ * int row count of attn_q. Both are refused, and UBSan (the unit tests
+ * run under it, non-recovering) sees no overflow. */
+Test(gguf, hostile_hyperparameter_products)
+{
+	cr_expect_eq(load_llama(536870913, 1, 16), HSQ_ERR_FORMAT, "more layers than tensors");
+	cr_expect(strstr(hsq_last_error(), "block_count") != NULL, "%s", hsq_last_error());
+	cr_expect_eq(load_llama(1, 1u << 16, 1u << 16), HSQ_ERR_FORMAT, "n_head * head_dim = 2^32");
+	cr_expect(strstr(hsq_last_error(), "attn_q") != NULL, "%s", hsq_last_error());
+}

@@ -25,12 +25,10 @@ static volatile sig_atomic_t cleanup_used[N_CLEANUP];
 /* a private directory of the run's (mkdtemp): anything left in it is ours */
 static volatile sig_atomic_t cleanup_is_dir[N_CLEANUP];
 
-/* Empties a private temporary directory of what the run did not name: a
- * snapshot being saved when a signal arrives is a temporary file beside
- * doc.hsq (the library writes ".doc.hsq.XXXXXXXX.tmp" and renames it), and
- * rmdir fails while it is there. Raw getdents64 and unlinkat, because
- * opendir and readdir are not async-signal-safe. */
-static void cleanup_empty_dir(const char *dir)
+/* Calls fn(dirfd, name) for every entry of dir but "." and "..": raw
+ * getdents64, because opendir and readdir are not async-signal-safe and
+ * the signal handler walks directories too. Does nothing off Linux. */
+static void each_entry(const char *dir, void (*fn)(int dirfd, const char *name))
 {
 #ifdef __linux__
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -45,13 +43,28 @@ static void cleanup_empty_dir(const char *dir)
 			memcpy(&reclen, buf + off + 16, sizeof reclen);
 			const char *name = buf + off + 19;
 			if (strcmp(name, ".") && strcmp(name, ".."))
-				unlinkat(fd, name, 0);
+				fn(fd, name);
 			off += reclen;
 		}
 	close(fd);
 #else
 	(void)dir;
+	(void)fn;
 #endif
+}
+
+static void unlink_entry(int dirfd, const char *name)
+{
+	unlinkat(dirfd, name, 0);
+}
+
+/* Empties a private temporary directory of what the run did not name: a
+ * snapshot being saved when a signal arrives is a temporary file beside
+ * doc.hsq (the library writes ".doc.hsq.XXXXXXXX.tmp" and renames it), and
+ * rmdir fails while it is there. */
+static void cleanup_empty_dir(const char *dir)
+{
+	each_entry(dir, unlink_entry);
 }
 
 /* The snapshot being written (cleanup_add_snapshot): its directory and
@@ -88,29 +101,18 @@ static int open_here(const struct stat *st)
 	return 0;
 }
 
-/* Removes the snapshot's temporary file that this process has open:
- * getdents64 and fstatat, async-signal-safe (see cleanup_empty_dir). */
+static void unlink_if_our_temp(int dirfd, const char *name)
+{
+	struct stat st;
+	if (is_snapshot_temp(name, snap_base) && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISREG(st.st_mode) && open_here(&st))
+		unlinkat(dirfd, name, 0);
+}
+
+/* Removes the snapshot's temporary file that this process has open. */
 static void cleanup_snapshot_temp(void)
 {
-#ifdef __linux__
-	int fd = open(snap_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	char buf[4096] __attribute__((aligned(8)));
-	long n;
-	while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
-		for (long off = 0; off < n;) {
-			unsigned short reclen;
-			memcpy(&reclen, buf + off + 16, sizeof reclen);
-			const char *name = buf + off + 19;
-			struct stat st;
-			if (is_snapshot_temp(name, snap_base) && fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    S_ISREG(st.st_mode) && open_here(&st))
-				unlinkat(fd, name, 0);
-			off += reclen;
-		}
-	close(fd);
-#endif
+	each_entry(snap_dir, unlink_if_our_temp);
 }
 
 /* Files first (unlink), then directories (emptied, rmdir): a directory is

@@ -51,6 +51,7 @@ typedef struct cpu_backend {
 	float *scratch;      /* [n_threads][ROWS_PER_TASK][max_cols]: dequantized rows */
 	float *scores;       /* [n_threads][ATTN_MAXQ][n_ctx]: attention scores */
 	int n_ctx;           /* positions the scores scratch holds */
+	float *dec_scores;   /* [n_head][n_ctx]: a decode step's scores, then weights */
 } cpu_backend;
 
 /* y[t][r] for 4 rows and T tokens at once (T = 4 or 6, a constant after
@@ -721,6 +722,147 @@ static void attn_block_task(void *arg, int task, int thread)
 	}
 }
 
+/* Decode: one token, every head. attn_task's per-head tasks read each
+ * key and value row once per query head sharing it (3 in SmolLM2, 4 in
+ * gemma-3) and the values once per 16 of their columns, and 9 tasks (or
+ * 4) do not spread evenly over the threads; at 8K that was two thirds of
+ * a decode step (perf, docs/perf.md). Three regions instead: scores of a
+ * KV head's query heads over a chunk of positions (each key row loaded
+ * once for all of them), softmax per query head, then the values of a KV
+ * head's query heads over one 16-column block (each value line loaded
+ * once). Every score is one dot product in the dot_f32 order, the softmax
+ * is softmax_weights, and every output lane sums its rows in position
+ * order as attn_task does, so the bits are attn_task's
+ * (test_forward: decode equals the batch). */
+#define DEC_SCORE_CHUNK 256 /* positions per score task */
+
+typedef struct dec_job {
+	const attn_job *j;
+	float *s;      /* [n_head][n_ctx] scores, then weights */
+	int first, n;  /* the token's positions first..first+n-1 */
+	int r0, run;   /* ring: positions first.. are rows r0..r0+run-1, then 0.. */
+	int n_chunks;  /* score tasks per KV head */
+	int n_dblk;    /* value tasks per KV head: 16-column blocks, + 1 for a tail */
+} dec_job;
+
+static inline size_t dec_row(const dec_job *d, int p)
+{
+	return p < d->run ? (size_t)(d->r0 + p) : (size_t)(p - d->run);
+}
+
+static void dec_scores_task(void *arg, int task, int thread)
+{
+	const dec_job *d = arg;
+	const attn_job *j = d->j;
+	int hd = j->head_dim, rep = j->n_head / j->n_head_kv;
+	int g = task / d->n_chunks, p0 = task % d->n_chunks * DEC_SCORE_CHUNK;
+	int p1 = p0 + DEC_SCORE_CHUNK < d->n ? p0 + DEC_SCORE_CHUNK : d->n;
+	size_t kvw = (size_t)j->n_head_kv * hd;
+	const float *kb = j->k + (size_t)g * hd;
+	const float *q[ATTN_MAXQ];
+	float *s[ATTN_MAXQ];
+	float *spare = j->cb->scores + (size_t)thread * ATTN_MAXQ * j->cb->n_ctx;
+	for (int i0 = 0; i0 < rep; i0 += ATTN_MAXQ) {
+		int Q = rep - i0 < ATTN_MAXQ ? rep - i0 : ATTN_MAXQ;
+		for (int i = 0; i < Q; i++) {
+			q[i] = j->q + ((size_t)g * rep + i0 + i) * hd;
+			s[i] = d->s + ((size_t)g * rep + i0 + i) * j->cb->n_ctx;
+		}
+		/* up to a multiple of 4 queries, the extra ones a repeat of the
+		 * last into this thread's spare scores: heads_scores then takes
+		 * every key 4 x 4 (tile_4x4q, whose reductions are a quarter of
+		 * tile_4x1's), and the real scores are the same bits */
+		for (; Q % 4 && Q < ATTN_MAXQ; Q++) {
+			q[Q] = q[Q - 1];
+			s[Q] = spare;
+		}
+		/* the chunk's positions as runs of consecutive rows */
+		int p = p0;
+		while (p < p1) {
+			int end = p < d->run ? (d->run < p1 ? d->run : p1) : p1;
+			size_t r = dec_row(d, p);
+			heads_scores(kb, kvw, hd, q, Q, (int)r, (int)r + end - p, s, p);
+			p = end;
+		}
+	}
+}
+
+static void dec_softmax_task(void *arg, int task, int thread)
+{
+	const dec_job *d = arg;
+	softmax_weights(d->s + (size_t)task * d->j->cb->n_ctx, d->n, d->j->scale);
+}
+
+/* out[i][d0..d0+15] = sum over positions p in order of w[i][p] v_p for Q
+ * query heads (a constant after inlining: the accumulators stay in
+ * registers). */
+static inline __attribute__((always_inline)) void dec_values16(const dec_job *d, const float *vb, size_t kvw,
+							       int d0, float *const *w, float *const *out, const int Q)
+{
+	vf16 acc[8] = { { 0 } };
+	for (int p = 0; p < d->n; p++) {
+		vf16 v = load16(vb + dec_row(d, p) * kvw + d0);
+#pragma GCC unroll 8
+		for (int i = 0; i < Q; i++)
+			acc[i] += w[i][p] * v;
+	}
+	for (int i = 0; i < Q; i++)
+		memcpy(out[i] + d0, &acc[i], sizeof acc[i]);
+}
+
+static void dec_values_task(void *arg, int task, int thread)
+{
+	const dec_job *d = arg;
+	const attn_job *j = d->j;
+	int hd = j->head_dim, rep = j->n_head / j->n_head_kv;
+	int g = task / d->n_dblk, blk = task % d->n_dblk;
+	size_t kvw = (size_t)j->n_head_kv * hd;
+	const float *vb = j->v + (size_t)g * hd;
+	float *w[8], *out[8];
+	for (int i0 = 0; i0 < rep; i0 += 8) {
+		int Q = rep - i0 < 8 ? rep - i0 : 8;
+		for (int i = 0; i < Q; i++) {
+			w[i] = d->s + ((size_t)g * rep + i0 + i) * j->cb->n_ctx;
+			out[i] = j->out + ((size_t)g * rep + i0 + i) * hd;
+		}
+		int d0 = blk * 16;
+		if (d0 + 16 > hd) { /* the columns past the last 16-lane block */
+			for (int i = 0; i < Q; i++)
+				for (int c = d0; c < hd; c++) {
+					float o = 0.0f;
+					for (int p = 0; p < d->n; p++)
+						o += w[i][p] * vb[dec_row(d, p) * kvw + c];
+					out[i][c] = o;
+				}
+			continue;
+		}
+		switch (Q) {
+		case 1: dec_values16(d, vb, kvw, d0, w, out, 1); break;
+		case 2: dec_values16(d, vb, kvw, d0, w, out, 2); break;
+		case 3: dec_values16(d, vb, kvw, d0, w, out, 3); break;
+		case 4: dec_values16(d, vb, kvw, d0, w, out, 4); break;
+		case 5: dec_values16(d, vb, kvw, d0, w, out, 5); break;
+		case 6: dec_values16(d, vb, kvw, d0, w, out, 6); break;
+		case 7: dec_values16(d, vb, kvw, d0, w, out, 7); break;
+		default: dec_values16(d, vb, kvw, d0, w, out, 8); break;
+		}
+	}
+}
+
+static void attn_decode(cpu_backend *cb, const attn_job *j)
+{
+	dec_job d = { .j = j, .s = cb->dec_scores };
+	d.first = j->window && j->pos[0] + 1 > j->window ? j->pos[0] + 1 - j->window : 0;
+	d.n = j->pos[0] + 1 - d.first;
+	d.r0 = d.first % j->cap;
+	d.run = j->cap - d.r0 < d.n ? j->cap - d.r0 : d.n;
+	d.n_chunks = (d.n + DEC_SCORE_CHUNK - 1) / DEC_SCORE_CHUNK;
+	d.n_dblk = (j->head_dim + 15) / 16;
+	pool_run(cb->pool, j->n_head_kv * d.n_chunks, dec_scores_task, &d);
+	pool_run(cb->pool, j->n_head, dec_softmax_task, &d);
+	pool_run(cb->pool, j->n_head_kv * d.n_dblk, dec_values_task, &d);
+}
+
 static void cpu_attention(hsq_backend *be, const float *q, const float *k_cache, const float *v_cache, int cap,
 			  const int *pos, int n_tok, int n_head, int n_head_kv, int head_dim, int window, float scale,
 			  float *out)
@@ -738,7 +880,9 @@ static void cpu_attention(hsq_backend *be, const float *q, const float *k_cache,
 	 * token alone, decode, keeps attn_task: the same bits, and its tasks
 	 * spread over more threads) */
 	int heads = window && n_tok >= 2 && rep >= 2 && rep <= ATTN_MAXQ;
-	if (blocked)
+	if (n_tok == 1 && cb->dec_scores && pos[0] >= 0 && pos[0] < cb->n_ctx)
+		attn_decode(cb, &j);
+	else if (blocked)
 		pool_run(cb->pool, n_head_kv * ((n_tok + tok_block - 1) / tok_block), attn_block_task, &j);
 	else if (heads)
 		pool_run(cb->pool, n_tok * n_head_kv, attn_heads_task, &j);
@@ -827,10 +971,12 @@ static hsq_status cpu_prepare(hsq_backend *be, const hsq_model *model, int n_ctx
 		max_cols = (size_t)mi->n_head * mi->head_dim;
 	free(cb->scratch);
 	free(cb->scores);
+	free(cb->dec_scores);
 	cb->scratch = cpu_alloc(be, (size_t)cb->n_threads * ROWS_PER_TASK * max_cols);
 	cb->scores = cpu_alloc(be, (size_t)cb->n_threads * ATTN_MAXQ * (size_t)n_ctx);
+	cb->dec_scores = cpu_alloc(be, (size_t)mi->n_head * (size_t)n_ctx);
 	cb->n_ctx = n_ctx;
-	if (!cb->scratch || !cb->scores)
+	if (!cb->scratch || !cb->scores || !cb->dec_scores)
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for %d threads of scratch at context %d", cb->n_threads,
 				n_ctx);
 	return HSQ_OK;
@@ -844,6 +990,7 @@ static void cpu_destroy(hsq_backend *be)
 	pool_free(cb->pool);
 	free(cb->scratch);
 	free(cb->scores);
+	free(cb->dec_scores);
 	free(cb);
 }
 

@@ -187,7 +187,10 @@ demo: model
 	$(MAKE) all
 	sh scripts/demo.sh $(BUILD)/bin '$(MODEL)'
 
-bench: all $(BUILD)/bench/bench_runtime
+# Prefill and decode of the runtime, hsq-eval bench per method, the
+# roofline of this machine for those decode steps, and llama.cpp's KV
+# configurations on the same tokens, with ratios (bench/run.sh).
+bench: all $(BUILD)/bench/bench_runtime $(BUILD)/bench/roofline
 	BUILD_BENCH=$(BUILD)/bench sh bench/run.sh $(BUILD)/bin '$(MODEL)' '$(GEMMA)'
 
 # ------------------------------------------------------------------ fuzz
@@ -302,6 +305,11 @@ BENCH_BINS = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 $(BUILD)/bench/%: bench/%.c bench/*.h include/*.h $(BUILD)/libhsq-eval.a $(BUILD)/libhsq.a
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -Iinclude -Ilib $(WARN) $(CFLAGS) $< $(BUILD)/libhsq-eval.a $(BUILD)/libhsq.a $(LIBS) -o $@
+
+# bench/roofline.c reads the model's weight views (lib/model/model.h) and
+# runs its bandwidth kernels on threads of its own: the same rule as the
+# other benchmarks (LIBS has -lpthread), named for `make bench`.
+$(BUILD)/bench/roofline: lib/model/model.h
 
 bench-codecs: $(BUILD)/bench/bench_codecs
 	$(BUILD)/bench/bench_codecs

@@ -146,6 +146,64 @@ Test(backend, fused_quant_matmul_matches_dequant_for_every_batch_shape)
 	check_fused_type(GGML_TYPE_Q8_0, 34);
 }
 
+/* The k-quants' fused kernels (Q4_K, Q6_K: below 6 tokens; the scratch
+ * pass from 6) give dot_f32 over dequant_row's values bit for bit, for
+ * every batch shape, rows of one and of three super-blocks. Random codes
+ * and 6-bit scales; d, dmin (Q4_K) and d (Q6_K) set to sane values. */
+static void check_fused_k(uint32_t type, int block_bytes, int COLS)
+{
+	hsq_backend *be;
+	cr_assert_eq(backend_cpu_new(2, &be), HSQ_OK);
+	enum { ROWS = 37, MAXB = 9 };
+	hsq_model fake = { 0 };
+	fake.info.n_embd = COLS; fake.info.n_ff = COLS; fake.info.n_head = 1; fake.info.head_dim = COLS;
+	cr_assert_eq(be->ops->prepare(be, &fake, 16), HSQ_OK);
+	int row_bytes = COLS / 256 * block_bytes;
+	uint8_t *w = malloc((size_t)ROWS * row_bytes);
+	float *wf = malloc(ROWS * COLS * 4), *x = malloc(MAXB * COLS * 4);
+	float *y = malloc(MAXB * ROWS * 4), *y1 = malloc(ROWS * 4);
+	unsigned s = 11;
+	for (int i = 0; i < ROWS * row_bytes; i++)
+		w[i] = (uint8_t)(frand(&s) * 127.0f + 128.0f);
+	for (int b = 0; b < ROWS * COLS / 256; b++) {
+		uint8_t *blk = w + (size_t)b * block_bytes;
+		uint16_t d = hsq_f32_to_f16(frand(&s) * 0.01f), m = hsq_f32_to_f16(frand(&s) * 0.01f);
+		if (type == GGML_TYPE_Q4_K) {
+			blk[0] = (uint8_t)d; blk[1] = (uint8_t)(d >> 8);
+			blk[2] = (uint8_t)m; blk[3] = (uint8_t)(m >> 8);
+		} else {
+			blk[208] = (uint8_t)d; blk[209] = (uint8_t)(d >> 8);
+		}
+	}
+	for (int r = 0; r < ROWS; r++)
+		cr_assert_eq(dequant_row(type, w + (size_t)r * row_bytes, wf + r * COLS, COLS), 0);
+	for (int i = 0; i < MAXB * COLS; i++) x[i] = frand(&s);
+	hsq_weight W = { w, type, ROWS, COLS, (size_t)row_bytes };
+	for (int b = 1; b <= MAXB; b++) {
+		be->ops->matmul(be, &W, x, b, y);
+		for (int t = 0; t < b; t++) {
+			be->ops->matmul(be, &W, x + t * COLS, 1, y1);
+			for (int r = 0; r < ROWS; r++) {
+				float dot = dot_f32(wf + r * COLS, x + t * COLS, COLS);
+				cr_assert(memcmp(&y1[r], &dot, 4) == 0, "type %u t=%d r=%d: %a, dot_f32 %a", type, t, r,
+					  y1[r], dot);
+				cr_assert(memcmp(&y[t * ROWS + r], &y1[r], 4) == 0,
+					  "type %u b=%d t=%d r=%d not batch-invariant", type, b, t, r);
+			}
+		}
+	}
+	be->ops->destroy(be);
+	free(w); free(wf); free(x); free(y); free(y1);
+}
+
+Test(backend, fused_kquant_matmul_matches_dequant_for_every_batch_shape)
+{
+	check_fused_k(GGML_TYPE_Q4_K, 144, 256);
+	check_fused_k(GGML_TYPE_Q4_K, 144, 768);
+	check_fused_k(GGML_TYPE_Q6_K, 210, 256);
+	check_fused_k(GGML_TYPE_Q6_K, 210, 768);
+}
+
 /* Naive double-precision attention of token t over positions
  * max(0, t - window + 1)..t of linear caches. */
 static void naive_attention(const float *q, const float *k, const float *v, int t, int h, int NH, int NKV, int HD,

@@ -174,13 +174,75 @@ typedef struct matmul_job {
 	float *scratch; /* per-thread slots of ROWS_PER_TASK * cols floats */
 } matmul_job;
 
-/* Fused kernels for Q4_0/Q4_1/Q5_0/Q8_0: blocks are decoded straight into
- * registers (quant_blocks.h, the same arithmetic dequant_row uses) and
- * multiplied into R x T accumulators. Per output the order is the
- * dot_f32 order (16-lane chunks k = 0, 16, 32, ...), whatever R and T are,
- * so decode (T = 1) and prefill (T = 4 tiles) agree bit for bit. R and T
- * are compile-time constants in every call (always_inline + switch). */
-typedef void (*block_decoder)(const uint8_t *b, vf16 *lo, vf16 *hi);
+/* Fused kernels for Q4_0/Q4_1/Q5_0/Q8_0 and (AVX-512 and portable builds)
+ * Q4_K/Q6_K: blocks of 32 values are decoded straight into registers
+ * (quant_blocks.h, the same values dequant_row gives) and multiplied into
+ * R x T accumulators. Per output the order is the dot_f32 order (16-lane
+ * chunks k = 0, 16, 32, ...), whatever R and T are, so decode (T = 1) and
+ * prefill (T = 4 tiles) agree bit for bit. R and T are compile-time
+ * constants in every call (always_inline + switch). A decoder gets the
+ * row and the index of the block of 32 in it (a k-quant's 32 values sit
+ * inside a super-block of 256 that holds their scales). */
+typedef void (*block_decoder)(const uint8_t *row, int b, vf16 *lo, vf16 *hi);
+
+#define ROW_DECODER(name, bytes)                                                                        \
+	static inline __attribute__((always_inline)) void qbr_##name(const uint8_t *row, int b, vf16 *lo, \
+								     vf16 *hi)                           \
+	{                                                                                               \
+		qb_##name(row + (size_t)b * (bytes), lo, hi);                                           \
+	}
+ROW_DECODER(q4_0, Q4_0_BYTES)
+ROW_DECODER(q4_1, Q4_1_BYTES)
+ROW_DECODER(q5_0, Q5_0_BYTES)
+ROW_DECODER(q8_0, Q8_0_BYTES)
+#undef ROW_DECODER
+
+#ifndef HSQ_CPU_AVX2
+#define Q4_K_BYTES 144
+#define Q6_K_BYTES 210
+
+static inline vf16 u8_to_f(const uint8_t *p, int shift, uint8_t mask)
+{
+	hsq_vu8x16 q;
+	memcpy(&q, p, 16);
+	return qb_u8_to_f((q >> shift) & mask);
+}
+
+/* Q4_K: block b is sub-block b % 8 of super-block b / 8, values d * sc * q
+ * - dmin * m (dequant_k.c's dequant_q4_k: the products are exact, so the
+ * same bits whether or not the multiply-add is fused). */
+static inline __attribute__((always_inline)) void qbr_q4_k(const uint8_t *row, int b, vf16 *lo, vf16 *hi)
+{
+	const uint8_t *s = row + (size_t)(b / 8) * Q4_K_BYTES, *sc = s + 4;
+	int j = b % 8, scale, min;
+	if (j < 4) {
+		scale = sc[j] & 63;
+		min = sc[j + 4] & 63;
+	} else {
+		scale = (sc[j + 4] & 15) | (sc[j - 4] >> 6) << 4;
+		min = (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
+	}
+	float d = qb_f16(s) * (float)scale, m = qb_f16(s + 2) * (float)min;
+	const uint8_t *qs = s + 16 + 32 * (j / 2);
+	int shift = j % 2 ? 4 : 0;
+	*lo = u8_to_f(qs, shift, 15) * d - m;
+	*hi = u8_to_f(qs + 16, shift, 15) * d - m;
+}
+
+/* Q6_K: block b holds values 32 (b % 8) .. + 31 of super-block b / 8,
+ * d * sc * (q - 32), one scale per 16 (dequant_q6_k; exact products). */
+static inline __attribute__((always_inline)) void qbr_q6_k(const uint8_t *row, int b, vf16 *lo, vf16 *hi)
+{
+	const uint8_t *s = row + (size_t)(b / 8) * Q6_K_BYTES;
+	int j = b % 8, half = j / 4, g = j % 4;
+	const uint8_t *ql = s + 64 * half + 32 * (g & 1), *qh = s + 128 + 32 * half;
+	const int8_t *sc = (const int8_t *)(s + 192) + 2 * j;
+	float d = qb_f16(s + 208);
+	int shift = (g >> 1) * 4;
+	*lo = (u8_to_f(ql, shift, 15) + u8_to_f(qh, 2 * g, 3) * 16.0f - 32.0f) * (d * sc[0]);
+	*hi = (u8_to_f(ql + 16, shift, 15) + u8_to_f(qh + 16, 2 * g, 3) * 16.0f - 32.0f) * (d * sc[1]);
+}
+#endif
 
 /* A decode step (T = 1) streams each weight once from memory, with a few
  * instructions per block: without help the loads wait on memory, and
@@ -203,7 +265,7 @@ fused_tile(block_decoder decode, size_t block_bytes, const uint8_t *w, size_t ro
 		for (int r = 0; r < R; r++) {
 			if (T == 1)
 				__builtin_prefetch(w + (size_t)r * row_bytes + (size_t)b * block_bytes + FUSED_PREFETCH);
-			decode(w + (size_t)r * row_bytes + (size_t)b * block_bytes, &lo[r], &hi[r]);
+			decode(w + (size_t)r * row_bytes, b, &lo[r], &hi[r]);
 		}
 #pragma GCC unroll 8
 		for (int t = 0; t < T; t++) {
@@ -227,7 +289,7 @@ fused_tile(block_decoder decode, size_t block_bytes, const uint8_t *w, size_t ro
 	fused_tile8(qb8_##decode, block_bytes, w, rb, R, x, ldx, T, n, y, ldy)
 #else
 #define FUSED_TILE(decode, block_bytes, w, rb, R, x, ldx, T, n, y, ldy) \
-	fused_tile(qb_##decode, block_bytes, w, rb, R, x, ldx, T, n, y, ldy)
+	fused_tile(qbr_##decode, block_bytes, w, rb, R, x, ldx, T, n, y, ldy)
 #endif
 
 /* Tile of the fused kernels, rows x tokens: its accumulators (R x T
@@ -276,6 +338,10 @@ DEFINE_FUSED(fused_q4_0, q4_0, Q4_0_BYTES)
 DEFINE_FUSED(fused_q4_1, q4_1, Q4_1_BYTES)
 DEFINE_FUSED(fused_q5_0, q5_0, Q5_0_BYTES)
 DEFINE_FUSED(fused_q8_0, q8_0, Q8_0_BYTES)
+#ifndef HSQ_CPU_AVX2 /* block_bytes: the bytes of 32 values, for prefetching */
+DEFINE_FUSED(fused_q4_k, q4_k, Q4_K_BYTES / 8)
+DEFINE_FUSED(fused_q6_k, q6_k, Q6_K_BYTES / 8)
+#endif
 
 typedef void (*fused_fn)(const uint8_t *w, size_t rb, int R, const float *x, int ldx, int T, int n, float *y, int ldy);
 
@@ -296,6 +362,10 @@ static fused_fn fused_for(uint32_t type, int n_tok)
 	case GGML_TYPE_Q4_1: return n_tok < 16 ? fused_q4_1 : NULL;
 	case GGML_TYPE_Q5_0: return n_tok < 6 ? fused_q5_0 : NULL;
 	case GGML_TYPE_Q8_0: return n_tok < 16 ? fused_q8_0 : NULL;
+#ifndef HSQ_CPU_AVX2
+	case GGML_TYPE_Q4_K: return n_tok < 6 ? fused_q4_k : NULL;
+	case GGML_TYPE_Q6_K: return n_tok < 6 ? fused_q6_k : NULL;
+#endif
 	default: return NULL;
 	}
 }

@@ -233,6 +233,11 @@ void tiers_free(struct hsq_tiers *t)
 	for (int i = 0; i < t->n_rope; i++)
 		free(t->rope[i].cs);
 	free(t->fill);
+	free(t->runs);
+	free(t->n_runs);
+	free(t->n_rows);
+	free(t->split_fetched);
+	free(t->split_s);
 	free(t->trace_buf);
 	free(t->trace_count);
 	free(t->recall_buf);

@@ -26,6 +26,7 @@
 
 #include "hsq_codec.h"
 #include "kv/kv_view.h"
+#include "kv/tiers_kernels.h"
 
 typedef struct tier_head {
 	int n_l1, cap_l1;
@@ -142,7 +143,21 @@ struct hsq_tiers {
 	/* Per-thread scratch for the attention tasks (tiers_attend.c). */
 	int n_threads;
 	struct tier_scratch *scratch; /* [n_threads] */
+	/* The split attention of a chunk of at most TIERS_SPLIT_MAX_TOK tokens
+	 * (tiers_attend.c), sized by tiers_reserve_chunk. */
+	struct tier_run *runs;       /* [n * n_head_kv][cap_runs] the runs of rows each
+				      * (token, KV head) attends, in score order */
+	int *n_runs;                 /* [n * n_head_kv] */
+	int *n_rows;                 /* [n * n_head_kv] rows over all of its runs */
+	uint8_t *split_fetched;      /* [n * n_head_kv][cap_runs] 1 = group fetched */
+	float *split_s;              /* [n * n_head][cap_split_rows] scores, then weights */
+	int cap_split_tok, cap_runs, cap_split_rows;
 };
+
+/* Tokens a chunk may have for the split attention: its scores live in
+ * one buffer for all its query heads. */
+#define TIERS_SPLIT_MAX_TOK 4
+
 
 /* A group that one attend call decodes into a slot of its head's cache. */
 typedef struct tier_fill {

@@ -18,6 +18,8 @@
  *      size): a summary stands for that many tokens with the same key),
  *      the fetched tokens and the tail up to the token's own position;
  *      fetched groups' summaries are masked so no token counts twice.
+ * A chunk of a few tokens (decode) runs step 3 split finer, over chunks of
+ * rows and 16-column blocks (split_attend), with the same sums.
  * Decoding is deterministic, so where a group's rows come from changes no
  * bit of the result: a chunk gives the logits of its tokens one at a time.
  * Sliding-window layers only hold L1 and the tail, masked to the window. */
@@ -199,8 +201,32 @@ static void route(const struct hsq_tiers *t, const tier_head *h, const float *q,
 	heap_build(by_bound, ng);
 	heap_build(by_mean, ng);
 	ranked_group *list[2] = { by_bound, by_mean };
-	int left[2] = { ng, ng }, total = 0;
-	for (int turn = 0; (left[0] > 0 || left[1] > 0) && total < budget; turn ^= 1)
+	int left[2] = { ng, ng }, total = 0, largest = 0;
+	for (int k = 0; k < ng; k++)
+		largest = h->g_start[k + 1] - h->g_start[k] > largest ? h->g_start[k + 1] - h->g_start[k] : largest;
+	for (int turn = 0; (left[0] > 0 || left[1] > 0) && total < budget; turn ^= 1) {
+		if (budget - total < largest) {
+			/* Near the budget most groups no longer fit, and popping
+			 * through them all (the heaps drained to the end) was a
+			 * tenth of a decode step (perf). A list's next take is its
+			 * best group that is not taken and fits, among those not
+			 * popped yet (every popped one is out for good): one scan. */
+			int pick = -1;
+			for (int i = 0; i < left[turn]; i++) {
+				int k = list[turn][i].group;
+				if (!fetched[k] && total + h->g_start[k + 1] - h->g_start[k] <= budget &&
+				    (pick < 0 || ranks_before(list[turn][i], list[turn][pick])))
+					pick = i;
+			}
+			if (pick < 0) {
+				left[turn] = 0;
+				continue;
+			}
+			int k = list[turn][pick].group;
+			fetched[k] = 1;
+			total += h->g_start[k + 1] - h->g_start[k];
+			continue;
+		}
 		while (left[turn] > 0) {
 			int k = heap_pop(list[turn], &left[turn]).group, size = h->g_start[k + 1] - h->g_start[k];
 			if (fetched[k] || total + size > budget)
@@ -209,6 +235,7 @@ static void route(const struct hsq_tiers *t, const tier_head *h, const float *q,
 			total += size;
 			break;
 		}
+	}
 }
 
 /* The slot for group k: the one holding it (its stamp refreshed), else
@@ -504,6 +531,186 @@ static void attend_task(void *arg, int task, int thread)
 		j->recall[task] = recall;
 }
 
+/* The split attention of a chunk of a few tokens (decode). attend_task
+ * gives each (token, KV head) to one thread: a decode step has n_head_kv
+ * tasks (3 in SmolLM2, 1 in gemma-3), too few to keep two cores busy, and
+ * a retrieval head, which attends to every archived token, takes several
+ * times as long as the others. Here the same sums run in three parallel
+ * regions: scores of a (token, KV head) over chunks of SPLIT_SCORE_ROWS of
+ * its rows, softmax per query head, then the values of a (token, KV head)
+ * over one 16-column block. A score is the same dot product, the softmax
+ * sees the same row, and every output lane adds its rows in the same order
+ * (tiers_values over a 16-column slice is its sums for those columns), so
+ * the bits are attend_task's (test_resume_tiers: decoding equals a
+ * batch). */
+#define SPLIT_SCORE_ROWS 256
+
+/* The runs of rows of each (token, KV head) and its fetched groups, from
+ * the trace; 0, or -1 when a fetched group has no slot in its head's
+ * decoded-group cache (attend_task then decodes it into scratch). */
+static int split_gather(const attend_job *j)
+{
+	struct hsq_tiers *t = j->t;
+	const tier_layer *L = j->L;
+	int H = t->n_head_kv, hd = t->head_dim, gs = t->params.group_size;
+	size_t kvw = (size_t)H * hd;
+	for (int task = 0; task < j->n * H; task++) {
+		const tier_head *h = &L->heads[task % H];
+		tier_run *run = t->runs + (size_t)task * t->cap_runs;
+		uint8_t *fetched = t->split_fetched + (size_t)task * t->cap_runs;
+		const int32_t *tr = j->trace + (size_t)task * j->max_groups;
+		int m = 0, rows = h->n_l1 + h->n_group + L->n_tail;
+		run[m++] = (tier_run){ h->l1_k, h->l1_v, (size_t)hd, h->n_l1, TIER_RUN_L1 };
+		run[m++] = (tier_run){ h->sum_k, h->sum_v, (size_t)hd, h->n_group, TIER_RUN_SUMMARY };
+		if (h->n_group > 0)
+			memset(fetched, 0, (size_t)h->n_group);
+		for (int f = 0; f < j->n_trace[task]; f++) {
+			int k = tr[f], size = h->g_start[k + 1] - h->g_start[k];
+			int slot = j->use_cache ? h->slot_of[k] : -1;
+			if (slot < 0)
+				return -1;
+			size_t at = (size_t)slot * gs * hd;
+			tier_run *last = &run[m - 1];
+			/* slots filled in group order (a retrieval head's, the first
+			 * time) follow each other: one run, one stream of rows */
+			if (last->kind == TIER_RUN_GROUP && last->n % gs == 0 &&
+			    last->k + (size_t)last->n * hd == h->cache_k + at)
+				last->n += size;
+			else
+				run[m++] = (tier_run){ h->cache_k + at, h->cache_v + at, (size_t)hd, size, TIER_RUN_GROUP };
+			fetched[k] = 1;
+			rows += size;
+		}
+		size_t g_off = (size_t)(task % H) * hd;
+		run[m++] = (tier_run){ L->tail_k + g_off, L->tail_v + g_off, kvw, L->n_tail, TIER_RUN_TAIL };
+		t->n_runs[task] = m;
+		t->n_rows[task] = rows;
+	}
+	return 0;
+}
+
+typedef struct split_job {
+	const attend_job *j;
+	int n_chunks;          /* score tasks per (token, KV head) */
+	int n_dblk;            /* value tasks per (token, KV head): 16-column blocks */
+} split_job;
+
+static void split_scores_task(void *arg, int task, int thread)
+{
+	const split_job *sj = arg;
+	const attend_job *j = sj->j;
+	const struct hsq_tiers *t = j->t;
+	const tier_layer *L = j->L;
+	int H = t->n_head_kv, G = t->n_head / H, hd = t->head_dim;
+	int tk = task / sj->n_chunks, ti = tk / H, g = tk % H, p = j->pos[ti];
+	int r0 = task % sj->n_chunks * SPLIT_SCORE_ROWS, r1 = r0 + SPLIT_SCORE_ROWS;
+	r1 = r1 < t->n_rows[tk] ? r1 : t->n_rows[tk];
+	int wfirst = L->window && p + 1 > L->window ? p + 1 - L->window : 0;
+	const tier_head *h = &L->heads[g];
+	const tier_run *run = t->runs + (size_t)tk * t->cap_runs;
+	const uint8_t *fetched = t->split_fetched + (size_t)tk * t->cap_runs;
+	float bias[SPLIT_SCORE_ROWS];
+	for (int hq0 = g * G; hq0 < (g + 1) * G && r0 < r1; hq0 += TIERS_KERNEL_MAXQ) {
+		int Q = (g + 1) * G - hq0 < TIERS_KERNEL_MAXQ ? (g + 1) * G - hq0 : TIERS_KERNEL_MAXQ;
+		const float *qs[TIERS_KERNEL_MAXQ];
+		float *at[TIERS_KERNEL_MAXQ];
+		for (int off = 0, m = 0; m < t->n_runs[tk] && off < r1; off += run[m++].n) {
+			int a = r0 > off ? r0 : off, b = off + run[m].n < r1 ? off + run[m].n : r1;
+			if (a >= b)
+				continue;
+			for (int i = 0; i < Q; i++) {
+				qs[i] = j->q + ((size_t)ti * t->n_head + hq0 + i) * hd;
+				at[i] = t->split_s + ((size_t)ti * t->n_head + hq0 + i) * t->cap_split_rows + a;
+			}
+			const float *k = run[m].k + (size_t)(a - off) * run[m].ld;
+			const float *b_at = NULL;
+			if (run[m].kind == TIER_RUN_SUMMARY) { /* a summary stands for its group's tokens */
+				for (int r = a; r < b; r++)
+					bias[r - a] = logf((float)(h->g_start[r - off + 1] - h->g_start[r - off]));
+				b_at = bias;
+			}
+			tiers_scores(qs, Q, k, run[m].ld, b - a, hd, t->attn_scale, b_at, at);
+			for (int r = a; r < b; r++) {
+				int masked;
+				switch (run[m].kind) {
+				case TIER_RUN_L1: masked = h->l1_pos[r - off] < wfirst || h->l1_pos[r - off] > p; break;
+				case TIER_RUN_SUMMARY: masked = fetched[r - off]; break;
+				case TIER_RUN_TAIL: masked = L->tail_pos[r - off] < wfirst || L->tail_pos[r - off] > p; break;
+				default: masked = 0;
+				}
+				if (masked)
+					for (int i = 0; i < Q; i++)
+						at[i][r - a] = -INFINITY;
+			}
+		}
+	}
+	(void)thread;
+}
+
+static void split_softmax_task(void *arg, int task, int thread)
+{
+	const split_job *sj = arg;
+	const struct hsq_tiers *t = sj->j->t;
+	int H = t->n_head_kv, G = t->n_head / H;
+	int ti = task / t->n_head, hq = task % t->n_head, rows = t->n_rows[ti * H + hq / G];
+	float *s = t->split_s + (size_t)task * t->cap_split_rows;
+	float sum = softmax_masked_exp(s, rows);
+	float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+	for (int r = 0; r < rows; r++)
+		s[r] *= inv;
+	(void)thread;
+}
+
+static void split_values_task(void *arg, int task, int thread)
+{
+	const split_job *sj = arg;
+	const attend_job *j = sj->j;
+	const struct hsq_tiers *t = j->t;
+	int H = t->n_head_kv, G = t->n_head / H, hd = t->head_dim;
+	int tk = task / sj->n_dblk, ti = tk / H, g = tk % H;
+	int d0 = task % sj->n_dblk * 16, width = hd - d0 < 16 ? hd - d0 : 16;
+	const tier_run *run = t->runs + (size_t)tk * t->cap_runs;
+	for (int hq0 = g * G; hq0 < (g + 1) * G; hq0 += TIERS_KERNEL_MAXQ) {
+		int Q = (g + 1) * G - hq0 < TIERS_KERNEL_MAXQ ? (g + 1) * G - hq0 : TIERS_KERNEL_MAXQ;
+		const float *at[TIERS_KERNEL_MAXQ];
+		float *o[TIERS_KERNEL_MAXQ];
+		for (int i = 0; i < Q; i++) {
+			o[i] = j->out + ((size_t)ti * t->n_head + hq0 + i) * hd + d0;
+			at[i] = t->split_s + ((size_t)ti * t->n_head + hq0 + i) * t->cap_split_rows;
+		}
+		if (width == 16) {
+			tiers_values16_runs(at, Q, run, t->n_runs[tk], d0, o);
+			continue;
+		}
+		for (int i = 0; i < Q; i++)
+			memset(o[i], 0, (size_t)width * sizeof *o[i]);
+		for (int off = 0, m = 0; m < t->n_runs[tk]; off += run[m++].n) {
+			for (int i = 0; i < Q; i++)
+				at[i] = t->split_s + ((size_t)ti * t->n_head + hq0 + i) * t->cap_split_rows + off;
+			tiers_values(at, Q, run[m].v + d0, run[m].ld, run[m].n, width, o);
+		}
+	}
+	(void)thread;
+}
+
+/* Step 3 split (see above); 0, or -1 when it does not apply (attend_task
+ * then runs). */
+static int split_attend(const attend_job *j, hsq_pool *pool)
+{
+	const struct hsq_tiers *t = j->t;
+	if (j->n > t->cap_split_tok || j->full_k || split_gather(j))
+		return -1;
+	int H = t->n_head_kv, max_rows = 0;
+	for (int task = 0; task < j->n * H; task++)
+		max_rows = t->n_rows[task] > max_rows ? t->n_rows[task] : max_rows;
+	split_job sj = { j, (max_rows + SPLIT_SCORE_ROWS - 1) / SPLIT_SCORE_ROWS, (t->head_dim + 15) / 16 };
+	if (sj.n_chunks > 0)
+		pool_run(pool, j->n * H * sj.n_chunks, split_scores_task, &sj);
+	pool_run(pool, j->n * t->n_head, split_softmax_task, &sj);
+	pool_run(pool, j->n * H * sj.n_dblk, split_values_task, &sj);
+	return 0;
+}
+
 void tiers_attend(struct hsq_tiers *t, int layer, const float *q, const float *k, const float *v, const int *pos,
 		  int n, const float *full_k, const float *full_v, int full_cap, float *out, hsq_pool *pool,
 		  tier_score_fn score, void *score_user)
@@ -535,7 +742,8 @@ void tiers_attend(struct hsq_tiers *t, int layer, const float *q, const float *k
 	int n_fill = j.use_cache ? assign_slots(&j) : 0;
 	if (n_fill > 0)
 		pool_run(pool, n_fill, fill_task, &j);
-	pool_run(pool, n * H, attend_task, &j);
+	if (split_attend(&j, pool))
+		pool_run(pool, n * H, attend_task, &j);
 
 	for (int i = 0; i < n * H; i++) { /* hit counts here: tasks of one head run in parallel */
 		tier_head *h = &L->heads[i % H];
@@ -581,6 +789,22 @@ hsq_status tiers_reserve_chunk(struct hsq_tiers *t, int n)
 					(int)tier_pq_blocks(max_l3));
 	if (st)
 		return st;
+	if (n <= TIERS_SPLIT_MAX_TOK && (n > t->cap_split_tok || max_groups + 3 > t->cap_runs ||
+					 scores > t->cap_split_rows)) {
+		int tok = n > t->cap_split_tok ? n : t->cap_split_tok;
+		int runs = max_groups + 3 > t->cap_runs ? max_groups + 3 : t->cap_runs;
+		int rows = scores > t->cap_split_rows ? scores : t->cap_split_rows;
+		t->cap_split_tok = 0; /* until every buffer has its new size */
+		if (reserve((void **)&t->runs, tok * H * runs, sizeof *t->runs) ||
+		    reserve((void **)&t->n_runs, tok * H, sizeof *t->n_runs) ||
+		    reserve((void **)&t->n_rows, tok * H, sizeof *t->n_rows) ||
+		    reserve((void **)&t->split_fetched, tok * H * runs, 1) ||
+		    reserve((void **)&t->split_s, tok * t->n_head * rows, sizeof *t->split_s))
+			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the decode attention scratch");
+		t->cap_split_tok = tok;
+		t->cap_runs = runs;
+		t->cap_split_rows = rows;
+	}
 	size_t need = (size_t)n * H;
 	int32_t *tb = realloc(t->trace_buf, (need * (size_t)(max_groups > 0 ? max_groups : 1)) * sizeof *tb);
 	if (!tb)

@@ -30,6 +30,16 @@
 
 #define TIERS_KERNEL_MAXQ 4 /* query heads per call */
 
+/* A run of consecutive key and value rows one (token, KV head) attends:
+ * L1, the summaries, a fetched group or the tail. */
+typedef struct tier_run {
+	const float *k, *v;    /* first row; row r at k + r * ld */
+	size_t ld;             /* floats between rows */
+	int n;                 /* rows */
+	int kind;              /* TIER_RUN_L1, _SUMMARY, _GROUP or _TAIL: how rows are masked */
+} tier_run;
+enum { TIER_RUN_L1, TIER_RUN_SUMMARY, TIER_RUN_GROUP, TIER_RUN_TAIL };
+
 #if defined(__AVX2__) && !defined(__AVX512F__)
 /* AVX2 without AVX-512: gcc lowers the 16-lane vectors of the portable
  * kernels through the stack here (perf: a fifth of the score kernel's time
@@ -105,6 +115,36 @@ static inline __attribute__((always_inline)) void tiers_values_q(const float *co
 			for (int i = 0; i < Q; i++)
 				axpy_f32(out[i] + d, w[i][r], v + (size_t)r * ldv + d, hd - d);
 }
+
+/* out[i][0..15] = the sums tiers_values gives over the runs in order,
+ * starting from zeros (out: the 16 columns at d0). */
+static inline __attribute__((always_inline)) void tiers_values16_runs_q(const float *const *w, const int Q,
+									 const tier_run *run, int n_runs, int d0,
+									 float *const *out)
+{
+	__m256 acc[TIERS_KERNEL_MAXQ][2];
+	#pragma GCC unroll 4
+	for (int i = 0; i < Q; i++)
+		acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+	for (int m = 0, off = 0; m < n_runs; off += run[m++].n) {
+		const float *v = run[m].v + d0;
+		for (int r = 0; r < run[m].n; r++) {
+			const float *vr = v + (size_t)r * run[m].ld;
+			__m256 v0 = _mm256_loadu_ps(vr), v1 = _mm256_loadu_ps(vr + 8);
+			#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++) {
+				__m256 wi = _mm256_set1_ps(w[i][off + r]);
+				acc[i][0] = acc[i][0] + wi * v0;
+				acc[i][1] = acc[i][1] + wi * v1;
+			}
+		}
+	}
+	#pragma GCC unroll 4
+	for (int i = 0; i < Q; i++) {
+		_mm256_storeu_ps(out[i], acc[i][0]);
+		_mm256_storeu_ps(out[i] + 8, acc[i][1]);
+	}
+}
 #else
 static inline __attribute__((always_inline)) void tiers_scores_q(const float *const *q, const int Q, const float *k,
 								  size_t ldk, int n, int hd, float scale,
@@ -162,6 +202,28 @@ static inline __attribute__((always_inline)) void tiers_values_q(const float *co
 				axpy_f32(out[i] + d, w[i][r], v + (size_t)r * ldv + d, hd - d);
 }
 
+static inline __attribute__((always_inline)) void tiers_values16_runs_q(const float *const *w, const int Q,
+									 const tier_run *run, int n_runs, int d0,
+									 float *const *out)
+{
+	vf16 acc[TIERS_KERNEL_MAXQ];
+	#pragma GCC unroll 4
+	for (int i = 0; i < Q; i++)
+		acc[i] = (vf16){ 0 };
+	for (int m = 0, off = 0; m < n_runs; off += run[m++].n) {
+		const float *v = run[m].v + d0;
+		for (int r = 0; r < run[m].n; r++) {
+			vf16 vv = load16(v + (size_t)r * run[m].ld);
+			#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++)
+				acc[i] = acc[i] + w[i][off + r] * vv;
+		}
+	}
+	#pragma GCC unroll 4
+	for (int i = 0; i < Q; i++)
+		memcpy(out[i], &acc[i], sizeof acc[i]);
+}
+
 #endif
 
 /* s[i][r] = dot_f32(q[i], k + r * ldk, hd) * scale (+ bias[r] unless bias
@@ -188,6 +250,21 @@ static inline void tiers_values(const float *const *w, int Q, const float *v, si
 	case 2: tiers_values_q(w, 2, v, ldv, n, hd, out); break;
 	case 3: tiers_values_q(w, 3, v, ldv, n, hd, out); break;
 	default: tiers_values_q(w, 4, v, ldv, n, hd, out); break;
+	}
+}
+
+/* out[i][c] for the 16 columns c = d0..d0+15 (out[i] points at column
+ * d0): the sums tiers_values called run after run (from zeros) gives,
+ * bit for bit, with the accumulators kept in registers from one run to
+ * the next; w[i] holds the weights of all the runs' rows in order. */
+static inline void tiers_values16_runs(const float *const *w, int Q, const tier_run *run, int n_runs, int d0,
+				       float *const *out)
+{
+	switch (Q) {
+	case 1: tiers_values16_runs_q(w, 1, run, n_runs, d0, out); break;
+	case 2: tiers_values16_runs_q(w, 2, run, n_runs, d0, out); break;
+	case 3: tiers_values16_runs_q(w, 3, run, n_runs, d0, out); break;
+	default: tiers_values16_runs_q(w, 4, run, n_runs, d0, out); break;
 	}
 }
 

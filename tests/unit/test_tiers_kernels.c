@@ -116,3 +116,56 @@ Test(tiers_kernels, values_equal_axpy_f32_row_after_row_bit_for_bit)
 				free(want);
 			}
 }
+
+/* The decode split (tiers_attend.c) sums one 16-column block over every
+ * run of a head at once: runs of different strides and lengths (L1, the
+ * summaries, fetched groups, the tail, some empty), one weight row for all
+ * of them; it must equal tiers_values called run after run from zeros. */
+Test(tiers_kernels, values16_over_runs_equal_values_run_after_run_bit_for_bit)
+{
+	for (size_t a = 0; a < sizeof head_dims / sizeof *head_dims; a++)
+		for (int Q = 1; Q <= TIERS_KERNEL_MAXQ; Q++) {
+			int hd = head_dims[a];
+			if (hd < 16)
+				continue;
+			enum { RUNS = 6 };
+			const int len[RUNS] = { 5, 0, 37, 16, 1, 64 };
+			const size_t ld[RUNS] = { (size_t)hd, (size_t)hd, (size_t)hd * 3, (size_t)hd, (size_t)hd, (size_t)hd * 2 };
+			tier_run run[RUNS];
+			float *rows[RUNS];
+			int total = 0;
+			for (int m = 0; m < RUNS; m++) {
+				rows[m] = random_floats((size_t)(len[m] + 1) * ld[m], 23u + (unsigned)m);
+				run[m] = (tier_run){ NULL, rows[m], ld[m], len[m], TIER_RUN_GROUP };
+				total += len[m];
+			}
+			float *w = random_floats((size_t)Q * total, 29u + (unsigned)Q);
+			for (int i = 0; i < Q * total; i++)
+				w[i] = i % 5 == 3 ? 0.0f : fabsf(w[i]);
+			float *got = calloc((size_t)Q * hd, sizeof *got), *want = calloc((size_t)Q * hd, sizeof *want);
+			cr_assert(got && want);
+			const float *ws[TIERS_KERNEL_MAXQ];
+			float *o[TIERS_KERNEL_MAXQ], *ow[TIERS_KERNEL_MAXQ];
+			for (int d0 = 0; d0 + 16 <= hd; d0 += 16) {
+				for (int i = 0; i < Q; i++) {
+					ws[i] = w + (size_t)i * total;
+					o[i] = got + (size_t)i * hd + d0;
+					ow[i] = want + (size_t)i * hd + d0;
+				}
+				tiers_values16_runs(ws, Q, run, RUNS, d0, o);
+				const float *at[TIERS_KERNEL_MAXQ];
+				for (int m = 0, off = 0; m < RUNS; off += len[m++]) {
+					for (int i = 0; i < Q; i++)
+						at[i] = ws[i] + off;
+					tiers_values(at, Q, rows[m] + d0, ld[m], len[m], 16, ow);
+				}
+			}
+			cr_assert(memcmp(got, want, (size_t)Q * hd * sizeof *got) == 0,
+				  "values over runs differ from tiers_values: hd %d, %d heads", hd, Q);
+			for (int m = 0; m < RUNS; m++)
+				free(rows[m]);
+			free(w);
+			free(got);
+			free(want);
+		}
+}

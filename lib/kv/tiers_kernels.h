@@ -29,6 +29,7 @@
 #include "common/vec_f32.h"
 
 #define TIERS_KERNEL_MAXQ 4 /* query heads per call */
+#define TIERS_PREFETCH_ROWS 16 /* rows of the next run prefetched */
 
 /* A run of consecutive key and value rows one (token, KV head) attends:
  * L1, the summaries, a fetched group or the tail. */
@@ -128,6 +129,9 @@ static inline __attribute__((always_inline)) void tiers_values16_runs_q(const fl
 		acc[i][0] = acc[i][1] = _mm256_setzero_ps();
 	for (int m = 0, off = 0; m < n_runs; off += run[m++].n) {
 		const float *v = run[m].v + d0;
+		if (m + 1 < n_runs) /* the next run's lines: its rows are elsewhere */
+			for (int r = 0; r < run[m + 1].n && r < TIERS_PREFETCH_ROWS; r++)
+				__builtin_prefetch(run[m + 1].v + d0 + (size_t)r * run[m + 1].ld);
 		for (int r = 0; r < run[m].n; r++) {
 			const float *vr = v + (size_t)r * run[m].ld;
 			__m256 v0 = _mm256_loadu_ps(vr), v1 = _mm256_loadu_ps(vr + 8);
@@ -212,6 +216,9 @@ static inline __attribute__((always_inline)) void tiers_values16_runs_q(const fl
 		acc[i] = (vf16){ 0 };
 	for (int m = 0, off = 0; m < n_runs; off += run[m++].n) {
 		const float *v = run[m].v + d0;
+		if (m + 1 < n_runs) /* the next run's lines: its rows are elsewhere */
+			for (int r = 0; r < run[m + 1].n && r < TIERS_PREFETCH_ROWS; r++)
+				__builtin_prefetch(run[m + 1].v + d0 + (size_t)r * run[m + 1].ld);
 		for (int r = 0; r < run[m].n; r++) {
 			vf16 vv = load16(v + (size_t)r * run[m].ld);
 			#pragma GCC unroll 4

@@ -560,8 +560,8 @@ static int split_gather(const attend_job *j)
 		uint8_t *fetched = t->split_fetched + (size_t)task * t->cap_runs;
 		const int32_t *tr = j->trace + (size_t)task * j->max_groups;
 		int m = 0, rows = h->n_l1 + h->n_group + L->n_tail;
-		run[m++] = (tier_run){ h->l1_k, h->l1_v, (size_t)hd, h->n_l1, TIER_RUN_L1 };
-		run[m++] = (tier_run){ h->sum_k, h->sum_v, (size_t)hd, h->n_group, TIER_RUN_SUMMARY };
+		run[m++] = (tier_run){ h->l1_k, h->l1_v, (size_t)hd, h->n_l1, 0, TIER_RUN_L1 };
+		run[m++] = (tier_run){ h->sum_k, h->sum_v, (size_t)hd, h->n_group, h->n_l1, TIER_RUN_SUMMARY };
 		if (h->n_group > 0)
 			memset(fetched, 0, (size_t)h->n_group);
 		for (int f = 0; f < j->n_trace[task]; f++) {
@@ -577,12 +577,14 @@ static int split_gather(const attend_job *j)
 			    last->k + (size_t)last->n * hd == h->cache_k + at)
 				last->n += size;
 			else
-				run[m++] = (tier_run){ h->cache_k + at, h->cache_v + at, (size_t)hd, size, TIER_RUN_GROUP };
+				run[m++] = (tier_run){ h->cache_k + at, h->cache_v + at, (size_t)hd, size, rows - L->n_tail,
+						       TIER_RUN_GROUP };
 			fetched[k] = 1;
 			rows += size;
 		}
 		size_t g_off = (size_t)(task % H) * hd;
-		run[m++] = (tier_run){ L->tail_k + g_off, L->tail_v + g_off, kvw, L->n_tail, TIER_RUN_TAIL };
+		run[m++] = (tier_run){ L->tail_k + g_off, L->tail_v + g_off, kvw, L->n_tail, rows - L->n_tail,
+				       TIER_RUN_TAIL };
 		t->n_runs[task] = m;
 		t->n_rows[task] = rows;
 	}
@@ -609,13 +611,26 @@ static void split_scores_task(void *arg, int task, int thread)
 	const tier_head *h = &L->heads[g];
 	const tier_run *run = t->runs + (size_t)tk * t->cap_runs;
 	const uint8_t *fetched = t->split_fetched + (size_t)tk * t->cap_runs;
-	float bias[SPLIT_SCORE_ROWS];
+	float bias[SPLIT_SCORE_ROWS], log_size[17];
+	for (int i = 1; i <= 16; i++) /* group sizes: 8 or 16 tokens */
+		log_size[i] = logf((float)i);
+	/* the chunk's first run: the last one starting at or before r0 */
+	int m0 = 0;
+	for (int lo = 0, hi = t->n_runs[tk] - 1; lo <= hi;) {
+		int mid = (lo + hi) / 2;
+		if (run[mid].first <= r0) {
+			m0 = mid;
+			lo = mid + 1;
+		} else {
+			hi = mid - 1;
+		}
+	}
 	for (int hq0 = g * G; hq0 < (g + 1) * G && r0 < r1; hq0 += TIERS_KERNEL_MAXQ) {
 		int Q = (g + 1) * G - hq0 < TIERS_KERNEL_MAXQ ? (g + 1) * G - hq0 : TIERS_KERNEL_MAXQ;
 		const float *qs[TIERS_KERNEL_MAXQ];
 		float *at[TIERS_KERNEL_MAXQ];
-		for (int off = 0, m = 0; m < t->n_runs[tk] && off < r1; off += run[m++].n) {
-			int a = r0 > off ? r0 : off, b = off + run[m].n < r1 ? off + run[m].n : r1;
+		for (int m = m0; m < t->n_runs[tk] && run[m].first < r1; m++) {
+			int off = run[m].first, a = r0 > off ? r0 : off, b = off + run[m].n < r1 ? off + run[m].n : r1;
 			if (a >= b)
 				continue;
 			for (int i = 0; i < Q; i++) {
@@ -625,8 +640,10 @@ static void split_scores_task(void *arg, int task, int thread)
 			const float *k = run[m].k + (size_t)(a - off) * run[m].ld;
 			const float *b_at = NULL;
 			if (run[m].kind == TIER_RUN_SUMMARY) { /* a summary stands for its group's tokens */
-				for (int r = a; r < b; r++)
-					bias[r - a] = logf((float)(h->g_start[r - off + 1] - h->g_start[r - off]));
+				for (int r = a; r < b; r++) {
+					int size = h->g_start[r - off + 1] - h->g_start[r - off];
+					bias[r - a] = size <= 16 ? log_size[size] : logf((float)size);
+				}
 				b_at = bias;
 			}
 			if (m + 1 < t->n_runs[tk] && hq0 == g * G) /* the next run's rows are elsewhere */
@@ -634,7 +651,7 @@ static void split_scores_task(void *arg, int task, int thread)
 					for (int c = 0; c < hd; c += 16)
 						__builtin_prefetch(run[m + 1].k + (size_t)r * run[m + 1].ld + c);
 			tiers_scores(qs, Q, k, run[m].ld, b - a, hd, t->attn_scale, b_at, at);
-			for (int r = a; r < b; r++) {
+			for (int r = a; r < b && run[m].kind != TIER_RUN_GROUP; r++) {
 				int masked;
 				switch (run[m].kind) {
 				case TIER_RUN_L1: masked = h->l1_pos[r - off] < wfirst || h->l1_pos[r - off] > p; break;

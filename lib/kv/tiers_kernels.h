@@ -37,6 +37,7 @@ typedef struct tier_run {
 	const float *k, *v;    /* first row; row r at k + r * ld */
 	size_t ld;             /* floats between rows */
 	int n;                 /* rows */
+	int first;             /* index of its first row among all the runs' rows */
 	int kind;              /* TIER_RUN_L1, _SUMMARY, _GROUP or _TAIL: how rows are masked */
 } tier_run;
 enum { TIER_RUN_L1, TIER_RUN_SUMMARY, TIER_RUN_GROUP, TIER_RUN_TAIL };

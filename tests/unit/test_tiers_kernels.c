@@ -136,7 +136,7 @@ Test(tiers_kernels, values16_over_runs_equal_values_run_after_run_bit_for_bit)
 			int total = 0;
 			for (int m = 0; m < RUNS; m++) {
 				rows[m] = random_floats((size_t)(len[m] + 1) * ld[m], 23u + (unsigned)m);
-				run[m] = (tier_run){ NULL, rows[m], ld[m], len[m], TIER_RUN_GROUP };
+				run[m] = (tier_run){ NULL, rows[m], ld[m], len[m], total, TIER_RUN_GROUP };
 				total += len[m];
 			}
 			float *w = random_floats((size_t)Q * total, 29u + (unsigned)Q);

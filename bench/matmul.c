@@ -3,10 +3,10 @@
  * usage: matmul [THREADS [SECONDS]]
  *
  * Random weights in the layouts the models use (F32 rows as they are;
- * Q4_1 (SmolLM2), Q8_0 and Q5_0 through the fused kernels for small
- * batches and dequantized to scratch, then tiled, for larger ones
- * (backend_cpu.c, fused_for); Q4_K and Q6_K (gemma-3-270m) always
- * dequantized), shaped like gemma-3-270m's projections (1024 x 640,
+ * Q4_1 (SmolLM2), Q8_0, Q5_0, Q4_K and Q6_K (gemma-3-270m) through the
+ * fused kernels for small batches and dequantized to scratch, then
+ * tiled, for larger ones (backend_cpu.c, fused_for; Q4_K and Q6_K are
+ * always dequantized in AVX2 builds)), shaped like gemma-3-270m's projections (1024 x 640,
  * 2048 x 640, 640 x 2048; rows x cols, the cols a multiple of the type's
  * block), times batches of 512, 64, 16, 8 and 4 tokens (prefill chunks,
  * a question) and a decode step of one.

@@ -172,6 +172,7 @@ typedef struct matmul_job {
 	int n_tok;
 	float *y;       /* [n_tok][rows] */
 	float *scratch; /* per-thread slots of ROWS_PER_TASK * cols floats */
+	int task_rows;  /* rows per task: ROWS_PER_TASK, or more for the fused kernels */
 } matmul_job;
 
 /* Fused kernels for Q4_0/Q4_1/Q5_0/Q8_0 and (AVX-512 and portable builds)
@@ -413,8 +414,8 @@ static void matmul_task(void *arg, int task, int thread)
 	const matmul_job *j = arg;
 	const hsq_weight *w = j->w;
 	int n = (int)w->cols;
-	int r0 = task * ROWS_PER_TASK;
-	int nr = (int)w->rows - r0 < ROWS_PER_TASK ? (int)w->rows - r0 : ROWS_PER_TASK;
+	int r0 = task * j->task_rows;
+	int nr = (int)w->rows - r0 < j->task_rows ? (int)w->rows - r0 : j->task_rows;
 	fused_fn fn = fused_for(w->type, j->n_tok);
 	if (fn) {
 		matmul_fused(j, fn, r0, nr);
@@ -460,8 +461,16 @@ static void matmul_task(void *arg, int task, int thread)
 static void cpu_matmul(hsq_backend *be, const hsq_weight *w, const float *x, int n_tok, float *y)
 {
 	cpu_backend *cb = (cpu_backend *)be;
-	matmul_job j = { w, x, n_tok, y, cb->scratch };
-	int n_tasks = (int)((w->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
+	matmul_job j = { w, x, n_tok, y, cb->scratch, ROWS_PER_TASK };
+	/* The fused kernels need no scratch, so their tasks can be longer:
+	 * 32 per thread. gemma-3's output matrix in tasks of 16 rows was
+	 * 16,384 tasks, each a trip of the shared task counter between the
+	 * cores. A row's sums do not depend on its task. */
+	if (fused_for(w->type, n_tok)) {
+		int per = (int)(w->rows / ((size_t)pool_threads(cb->pool) * 32));
+		j.task_rows = per > ROWS_PER_TASK ? per / ROWS_PER_TASK * ROWS_PER_TASK : ROWS_PER_TASK;
+	}
+	int n_tasks = (int)((w->rows + (size_t)j.task_rows - 1) / (size_t)j.task_rows);
 	pool_run(cb->pool, n_tasks, matmul_task, &j);
 }
 

@@ -370,6 +370,10 @@ hsq_status tiers_rope_reserve(struct hsq_tiers *t, int n_pos)
 		rope_table *R = &t->rope[r];
 		if (R->n_pos >= n_pos)
 			continue;
+		/* a quarter more than asked: decoding asks for one position more
+		 * every step, and a realloc each time copied the whole table */
+		if (n_pos < R->n_pos + R->n_pos / 4)
+			n_pos = R->n_pos + R->n_pos / 4;
 		float *cs = realloc(R->cs, (size_t)n_pos * half * 2 * sizeof *cs);
 		if (!cs)
 			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for RoPE tables of %d positions", n_pos);

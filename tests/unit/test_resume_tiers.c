@@ -26,6 +26,11 @@
  *                   one-token steps, chunks of 5, 1, 7 and 3 tokens and one
  *                   chunk all give bit for bit the logits of one chunk with
  *                   the cache off (every group decoded afresh by each task);
+ *   decode split    one-token steps (the split attention of tiers_attend.c:
+ *                   rows and columns over the threads) and one chunk (one
+ *                   task per token and KV head) give the same logits bit
+ *                   for bit, in modes quant and hsq with their defaults
+ *                   (retrieval heads, the group cache);
  *   online          64 decode steps past the window turn tail tokens into
  *                   groups (counts grow, the tail stays bounded);
  *   snapshots       save -> load gives the same logits, bit for bit; a
@@ -291,6 +296,28 @@ Test(tiers, group_cache_changes_nothing)
 	}
 	free(want);
 	free(got);
+	close_doc(&d);
+}
+
+Test(tiers, split_decode_equals_one_chunk)
+{
+	doc_ctx d;
+	open_doc(&d, "tiers decode split");
+	size_t V = (size_t)d.info.n_vocab;
+	hsq_snapshot_mode modes[2] = { HSQ_MODE_QUANT, HSQ_MODE_HSQ };
+	for (int m = 0; m < 2; m++) {
+		hsq_context *chunk = prefill(&d, modes[m]), *steps = prefill(&d, modes[m]);
+		float *want = malloc(N_NEXT * V * sizeof *want);
+		cr_assert_eq(hsq_context_eval(chunk, d.next, N_NEXT, want, 1), HSQ_OK, "%s", hsq_last_error());
+		float *got = continue_logits(&d, steps);
+		cr_assert_eq(memcmp(want, got, N_NEXT * V * sizeof *got), 0,
+			     "%s: one-token steps differ from one chunk (max %g)", m ? "hsq" : "quant",
+			     max_abs_diff(want, got, N_NEXT * V));
+		free(want);
+		free(got);
+		hsq_context_free(chunk);
+		hsq_context_free(steps);
+	}
 	close_doc(&d);
 }
 

@@ -158,7 +158,6 @@ struct hsq_tiers {
  * one buffer for all its query heads. */
 #define TIERS_SPLIT_MAX_TOK 4
 
-
 /* A group that one attend call decodes into a slot of its head's cache. */
 typedef struct tier_fill {
 	int head, group, slot;

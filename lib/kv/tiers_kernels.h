@@ -32,7 +32,9 @@
 #define TIERS_PREFETCH_ROWS 16 /* rows of the next run prefetched */
 
 /* A run of consecutive key and value rows one (token, KV head) attends:
- * L1, the summaries, a fetched group or the tail. */
+ * L1, the summaries, a fetched group or the tail. tiers_values16_runs
+ * sums a 16-column slice over a list of them (the decode split of
+ * tiers_attend.c). */
 typedef struct tier_run {
 	const float *k, *v;    /* first row; row r at k + r * ld */
 	size_t ld;             /* floats between rows */

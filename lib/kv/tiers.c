@@ -372,12 +372,11 @@ hsq_status tiers_rope_reserve(struct hsq_tiers *t, int n_pos)
 			continue;
 		/* a quarter more than asked: decoding asks for one position more
 		 * every step, and a realloc each time copied the whole table */
-		if (n_pos < R->n_pos + R->n_pos / 4)
-			n_pos = R->n_pos + R->n_pos / 4;
-		float *cs = realloc(R->cs, (size_t)n_pos * half * 2 * sizeof *cs);
+		int grow = n_pos > R->n_pos + R->n_pos / 4 ? n_pos : R->n_pos + R->n_pos / 4;
+		float *cs = realloc(R->cs, (size_t)grow * half * 2 * sizeof *cs);
 		if (!cs)
-			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for RoPE tables of %d positions", n_pos);
-		for (int p = R->n_pos; p < n_pos; p++)
+			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for RoPE tables of %d positions", grow);
+		for (int p = R->n_pos; p < grow; p++)
 			for (int i = 0; i < half; i++) {
 				/* as cpu_rope: the angle in double, then rounded */
 				double theta = (double)p * pow((double)R->base, -2.0 * i / t->head_dim);
@@ -385,7 +384,7 @@ hsq_status tiers_rope_reserve(struct hsq_tiers *t, int n_pos)
 				cs[((size_t)p * half + i) * 2 + 1] = (float)sin(theta);
 			}
 		R->cs = cs;
-		R->n_pos = n_pos;
+		R->n_pos = grow;
 	}
 	return HSQ_OK;
 }

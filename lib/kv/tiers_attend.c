@@ -595,6 +595,7 @@ typedef struct split_job {
 	const attend_job *j;
 	int n_chunks;          /* score tasks per (token, KV head) */
 	int n_dblk;            /* value tasks per (token, KV head): 16-column blocks */
+	float log_size[17];    /* logf(i): a summary's bias for a group of i tokens (8 or 16) */
 } split_job;
 
 static void split_scores_task(void *arg, int task, int thread)
@@ -611,9 +612,7 @@ static void split_scores_task(void *arg, int task, int thread)
 	const tier_head *h = &L->heads[g];
 	const tier_run *run = t->runs + (size_t)tk * t->cap_runs;
 	const uint8_t *fetched = t->split_fetched + (size_t)tk * t->cap_runs;
-	float bias[SPLIT_SCORE_ROWS], log_size[17];
-	for (int i = 1; i <= 16; i++) /* group sizes: 8 or 16 tokens */
-		log_size[i] = logf((float)i);
+	float bias[SPLIT_SCORE_ROWS];
 	/* the chunk's first run: the last one starting at or before r0 */
 	int m0 = 0;
 	for (int lo = 0, hi = t->n_runs[tk] - 1; lo <= hi;) {
@@ -629,29 +628,29 @@ static void split_scores_task(void *arg, int task, int thread)
 		int Q = (g + 1) * G - hq0 < TIERS_KERNEL_MAXQ ? (g + 1) * G - hq0 : TIERS_KERNEL_MAXQ;
 		const float *qs[TIERS_KERNEL_MAXQ];
 		float *at[TIERS_KERNEL_MAXQ];
+		for (int i = 0; i < Q; i++)
+			qs[i] = j->q + ((size_t)ti * t->n_head + hq0 + i) * hd;
 		for (int m = m0; m < t->n_runs[tk] && run[m].first < r1; m++) {
 			int off = run[m].first, a = r0 > off ? r0 : off, b = off + run[m].n < r1 ? off + run[m].n : r1;
 			if (a >= b)
 				continue;
-			for (int i = 0; i < Q; i++) {
-				qs[i] = j->q + ((size_t)ti * t->n_head + hq0 + i) * hd;
+			for (int i = 0; i < Q; i++)
 				at[i] = t->split_s + ((size_t)ti * t->n_head + hq0 + i) * t->cap_split_rows + a;
-			}
 			const float *k = run[m].k + (size_t)(a - off) * run[m].ld;
 			const float *b_at = NULL;
 			if (run[m].kind == TIER_RUN_SUMMARY) { /* a summary stands for its group's tokens */
 				for (int r = a; r < b; r++) {
 					int size = h->g_start[r - off + 1] - h->g_start[r - off];
-					bias[r - a] = size <= 16 ? log_size[size] : logf((float)size);
+					bias[r - a] = size <= 16 ? sj->log_size[size] : logf((float)size);
 				}
 				b_at = bias;
 			}
 			if (m + 1 < t->n_runs[tk] && hq0 == g * G) /* the next run's rows are elsewhere */
-				for (int r = 0; r < run[m + 1].n && r < TIERS_PREFETCH_ROWS; r++)
-					for (int c = 0; c < hd; c += 16)
-						__builtin_prefetch(run[m + 1].k + (size_t)r * run[m + 1].ld + c);
+				tiers_prefetch_rows(run[m + 1].k, run[m + 1].ld, run[m + 1].n, hd);
 			tiers_scores(qs, Q, k, run[m].ld, b - a, hd, t->attn_scale, b_at, at);
-			for (int r = a; r < b && run[m].kind != TIER_RUN_GROUP; r++) {
+			if (run[m].kind == TIER_RUN_GROUP) /* fetched tokens: none masked */
+				continue;
+			for (int r = a; r < b; r++) {
 				int masked;
 				switch (run[m].kind) {
 				case TIER_RUN_L1: masked = h->l1_pos[r - off] < wfirst || h->l1_pos[r - off] > p; break;
@@ -724,7 +723,9 @@ static int split_attend(const attend_job *j, hsq_pool *pool)
 	int H = t->n_head_kv, max_rows = 0;
 	for (int task = 0; task < j->n * H; task++)
 		max_rows = t->n_rows[task] > max_rows ? t->n_rows[task] : max_rows;
-	split_job sj = { j, (max_rows + SPLIT_SCORE_ROWS - 1) / SPLIT_SCORE_ROWS, (t->head_dim + 15) / 16 };
+	split_job sj = { j, (max_rows + SPLIT_SCORE_ROWS - 1) / SPLIT_SCORE_ROWS, (t->head_dim + 15) / 16, { 0 } };
+	for (int i = 1; i <= 16; i++)
+		sj.log_size[i] = logf((float)i);
 	if (sj.n_chunks > 0)
 		pool_run(pool, j->n * H * sj.n_chunks, split_scores_task, &sj);
 	pool_run(pool, j->n * t->n_head, split_softmax_task, &sj);

@@ -44,6 +44,16 @@ typedef struct tier_run {
 } tier_run;
 enum { TIER_RUN_L1, TIER_RUN_SUMMARY, TIER_RUN_GROUP, TIER_RUN_TAIL };
 
+/* Prefetches the first `width` floats of the first TIERS_PREFETCH_ROWS of
+ * n rows (stride ld): the start of a run that sits elsewhere in memory,
+ * where the hardware prefetcher starts over. */
+static inline void tiers_prefetch_rows(const float *rows, size_t ld, int n, int width)
+{
+	for (int r = 0; r < n && r < TIERS_PREFETCH_ROWS; r++)
+		for (int c = 0; c < width; c += 16)
+			__builtin_prefetch(rows + (size_t)r * ld + c);
+}
+
 #if defined(__AVX2__) && !defined(__AVX512F__)
 /* AVX2 without AVX-512: gcc lowers the 16-lane vectors of the portable
  * kernels through the stack here (perf: a fifth of the score kernel's time
@@ -132,9 +142,8 @@ static inline __attribute__((always_inline)) void tiers_values16_runs_q(const fl
 		acc[i][0] = acc[i][1] = _mm256_setzero_ps();
 	for (int m = 0, off = 0; m < n_runs; off += run[m++].n) {
 		const float *v = run[m].v + d0;
-		if (m + 1 < n_runs) /* the next run's lines: its rows are elsewhere */
-			for (int r = 0; r < run[m + 1].n && r < TIERS_PREFETCH_ROWS; r++)
-				__builtin_prefetch(run[m + 1].v + d0 + (size_t)r * run[m + 1].ld);
+		if (m + 1 < n_runs) /* the next run's rows are elsewhere */
+			tiers_prefetch_rows(run[m + 1].v + d0, run[m + 1].ld, run[m + 1].n, 16);
 		for (int r = 0; r < run[m].n; r++) {
 			const float *vr = v + (size_t)r * run[m].ld;
 			__m256 v0 = _mm256_loadu_ps(vr), v1 = _mm256_loadu_ps(vr + 8);
@@ -219,9 +228,8 @@ static inline __attribute__((always_inline)) void tiers_values16_runs_q(const fl
 		acc[i] = (vf16){ 0 };
 	for (int m = 0, off = 0; m < n_runs; off += run[m++].n) {
 		const float *v = run[m].v + d0;
-		if (m + 1 < n_runs) /* the next run's lines: its rows are elsewhere */
-			for (int r = 0; r < run[m + 1].n && r < TIERS_PREFETCH_ROWS; r++)
-				__builtin_prefetch(run[m + 1].v + d0 + (size_t)r * run[m + 1].ld);
+		if (m + 1 < n_runs) /* the next run's rows are elsewhere */
+			tiers_prefetch_rows(run[m + 1].v + d0, run[m + 1].ld, run[m + 1].n, 16);
 		for (int r = 0; r < run[m].n; r++) {
 			vf16 vv = load16(v + (size_t)r * run[m].ld);
 			#pragma GCC unroll 4

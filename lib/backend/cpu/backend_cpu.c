@@ -500,14 +500,14 @@ typedef struct rope_job {
 	float freq_base;
 } rope_job;
 
-#define ROW_TASK_TOKENS 32 /* tokens per task of the per-token operations (RoPE, RMSNorm) */
+#define ROPE_TASK_TOKENS 32 /* tokens per RoPE task */
 
 /* Tokens are independent: the split over the threads changes no bit. */
 static void rope_task(void *arg, int task, int thread)
 {
 	const rope_job *r = arg;
-	int half = r->head_dim / 2, t0 = task * ROW_TASK_TOKENS;
-	int t1 = r->n_tok - t0 < ROW_TASK_TOKENS ? r->n_tok : t0 + ROW_TASK_TOKENS;
+	int half = r->head_dim / 2, t0 = task * ROPE_TASK_TOKENS;
+	int t1 = r->n_tok - t0 < ROPE_TASK_TOKENS ? r->n_tok : t0 + ROPE_TASK_TOKENS;
 	for (int t = t0; t < t1; t++) {
 		for (int i = 0; i < half; i++) {
 			/* theta_i = pos * base^(-2i/d), in double so long positions keep precision */
@@ -529,7 +529,7 @@ static void cpu_rope(hsq_backend *be, float *x, const int *pos, int n_tok, int n
 		     int neox)
 {
 	rope_job r = { x, pos, n_tok, n_heads, head_dim, neox, freq_base };
-	pool_run(((cpu_backend *)be)->pool, (n_tok + ROW_TASK_TOKENS - 1) / ROW_TASK_TOKENS, rope_task, &r);
+	pool_run(((cpu_backend *)be)->pool, (n_tok + ROPE_TASK_TOKENS - 1) / ROPE_TASK_TOKENS, rope_task, &r);
 }
 
 typedef struct attn_job {
@@ -1007,7 +1007,10 @@ static void cpu_attention(hsq_backend *be, const float *q, const float *k_cache,
  * alone, so the split over the threads changes no bit. */
 #define ACT_CHUNK 4096 /* values per task */
 
+typedef void (*act_range_fn)(float *gate, const float *up, size_t i0, size_t i1);
+
 typedef struct act_job {
+	act_range_fn range;
 	float *gate;
 	const float *up;
 	size_t n;
@@ -1029,32 +1032,28 @@ static void geglu_range(float *gate, const float *up, size_t i0, size_t i1)
 	}
 }
 
-static void swiglu_task(void *arg, int task, int thread)
+static void act_task(void *arg, int task, int thread)
 {
 	const act_job *a = arg;
 	size_t i0 = (size_t)task * ACT_CHUNK, i1 = a->n - i0 < ACT_CHUNK ? a->n : i0 + ACT_CHUNK;
-	swiglu_range(a->gate, a->up, i0, i1);
+	a->range(a->gate, a->up, i0, i1);
 	(void)thread;
 }
 
-static void geglu_task(void *arg, int task, int thread)
+static void act_run(hsq_backend *be, act_range_fn range, float *gate, const float *up, size_t n)
 {
-	const act_job *a = arg;
-	size_t i0 = (size_t)task * ACT_CHUNK, i1 = a->n - i0 < ACT_CHUNK ? a->n : i0 + ACT_CHUNK;
-	geglu_range(a->gate, a->up, i0, i1);
-	(void)thread;
+	act_job a = { range, gate, up, n };
+	pool_run(((cpu_backend *)be)->pool, (int)((n + ACT_CHUNK - 1) / ACT_CHUNK), act_task, &a);
 }
 
 static void cpu_swiglu(hsq_backend *be, float *gate, const float *up, size_t n)
 {
-	act_job a = { gate, up, n };
-	pool_run(((cpu_backend *)be)->pool, (int)((n + ACT_CHUNK - 1) / ACT_CHUNK), swiglu_task, &a);
+	act_run(be, swiglu_range, gate, up, n);
 }
 
 static void cpu_geglu(hsq_backend *be, float *gate, const float *up, size_t n)
 {
-	act_job a = { gate, up, n };
-	pool_run(((cpu_backend *)be)->pool, (int)((n + ACT_CHUNK - 1) / ACT_CHUNK), geglu_task, &a);
+	act_run(be, geglu_range, gate, up, n);
 }
 
 static void cpu_scale(hsq_backend *be, float *x, float s, size_t n)

@@ -12,6 +12,7 @@
 #include "codec/codec.h"
 #include "common/error.h"
 #include "common/le.h"
+#include "common/vec_f16.h"
 #include "common/vec_f32.h"
 #include "kv/kv_view.h"
 #include "kv/tiers.h"
@@ -205,11 +206,9 @@ static void head_free(tier_head *h)
 	free(h->l3_code);
 	free(h->l1_res);
 	free(h->l3_res);
-	free(h->cache_group);
-	free(h->cache_used);
-	free(h->slot_of);
-	free(h->cache_k);
-	free(h->cache_v);
+	free(h->g_decoded);
+	free(h->dec_k);
+	free(h->dec_v);
 	free(h->centre);
 }
 
@@ -227,6 +226,8 @@ void tiers_free(struct hsq_tiers *t)
 			free(L->tail_pos);
 			free(L->tail_k);
 			free(L->tail_v);
+			free(L->tail_kh);
+			free(L->tail_vh);
 		}
 		free(t->layers);
 	}
@@ -562,11 +563,15 @@ void tiers_set_centres(struct hsq_tiers *t, int layer, const float *k_pre, const
 
 /* Decodes one token's K (rotated to pos) and V from its codes, and its
  * residual key code res when the head uses one (else res is ignored). */
+/* The working rows of one token (fp16), K rotated to pos. */
 static void decode_token(const struct hsq_tiers *t, const tier_head *h, const rope_table *r, const uint8_t *code,
-			 const uint8_t *res, int32_t pos, float *k, float *v)
+			 const uint8_t *res, int32_t pos, uint16_t *k, uint16_t *v)
 {
-	tiers_decode_token_res(t, h, code, res, k, v);
-	tiers_rope_rows(t, r, k, &pos, 1, +1);
+	float kf[HSQ_CODEC_MAX_DIM], vf[HSQ_CODEC_MAX_DIM];
+	tiers_decode_token_res(t, h, code, res, kf, vf);
+	tiers_rope_rows(t, r, kf, &pos, 1, +1);
+	f16_row_from_f32(k, kf, t->head_dim);
+	f16_row_from_f32(v, vf, t->head_dim);
 }
 
 /* Grows a head's residual storage to cap tokens (L1: l3 0; L3: l3 1). */
@@ -596,8 +601,8 @@ hsq_status tiers_head_add_l1(struct hsq_tiers *t, int layer, tier_head *h, int n
 	if (need > h->cap_l1) {
 		int cap = h->cap_l1, c2 = h->cap_l1, c3 = h->cap_l1, c4 = h->cap_l1;
 		if (GROW(h->l1_pos, cap, need) || grow((void **)&h->l1_code, &c2, need, tier_code4_pair(t)) ||
-		    grow((void **)&h->l1_k, &c3, need, hd * sizeof(float)) ||
-		    grow((void **)&h->l1_v, &c4, need, hd * sizeof(float)) || grow_res(t, h, 0, h->cap_l1, cap))
+		    grow((void **)&h->l1_k, &c3, need, hd * sizeof *h->l1_k) ||
+		    grow((void **)&h->l1_v, &c4, need, hd * sizeof *h->l1_v) || grow_res(t, h, 0, h->cap_l1, cap))
 			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for %d L1 tokens", need);
 		h->cap_l1 = cap;
 	}
@@ -628,9 +633,9 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_h
 			c[i] = h->cap_group;
 		if (GROW(h->g_start, c[0], ng + 1) || GROW(h->g_class, c[1], ng + 1) ||
 		    grow((void **)&h->sum_code, &c[2], ng + 1, tier_code3_pair(t)) ||
-		    grow((void **)&h->sum_k, &c[3], ng + 1, hd * sizeof(float)) ||
-		    grow((void **)&h->sum_v, &c[4], ng + 1, hd * sizeof(float)) || GROW(h->g_hits, c[5], ng + 1) ||
-		    GROW(h->slot_of, c[6], ng + 1))
+		    grow((void **)&h->sum_k, &c[3], ng + 1, hd * sizeof *h->sum_k) ||
+		    grow((void **)&h->sum_v, &c[4], ng + 1, hd * sizeof *h->sum_v) || GROW(h->g_hits, c[5], ng + 1) ||
+		    GROW(h->g_decoded, c[6], ng + 1))
 			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for %d L2 groups", ng);
 		h->cap_group = c[0];
 	}
@@ -653,9 +658,12 @@ hsq_status tiers_head_add_group(struct hsq_tiers *t, const rope_table *r, tier_h
 	h->g_start[g + 1] = need;
 	h->g_class[g] = (uint8_t)cls;
 	h->g_hits[g] = 0;
-	h->slot_of[g] = -1;
+	h->g_decoded[g] = 0;
 	memcpy(h->sum_code + (size_t)g * tier_code3_pair(t), sum_code, tier_code3_pair(t));
-	tiers_decode_summary(t, h, r, pos, n, sum_code, h->sum_k + (size_t)g * hd, h->sum_v + (size_t)g * hd);
+	float sk[HSQ_CODEC_MAX_DIM], sv[HSQ_CODEC_MAX_DIM];
+	tiers_decode_summary(t, h, r, pos, n, sum_code, sk, sv);
+	f16_row_from_f32(h->sum_k + (size_t)g * hd, sk, hd);
+	f16_row_from_f32(h->sum_v + (size_t)g * hd, sv, hd);
 	h->n_group = ng;
 	return tiers_pq_add(t, h, r, need - n, n); /* the router codes, once the tiers are fitted */
 }
@@ -673,11 +681,8 @@ void tiers_refresh_residual_heads(struct hsq_tiers *t)
 				decode_token(t, h, r, h->l1_code + (size_t)j * tier_code4_pair(t),
 					     h->l1_res + (size_t)j * t->code4, h->l1_pos[j], h->l1_k + (size_t)j * hd,
 					     h->l1_v + (size_t)j * hd);
-			for (int sl = 0; sl < h->n_slots; sl++) { /* groups decoded before */
-				if (h->cache_group[sl] >= 0)
-					h->slot_of[h->cache_group[sl]] = -1;
-				h->cache_group[sl] = -1;
-			}
+			if (h->n_group > 0) /* groups decoded before */
+				memset(h->g_decoded, 0, (size_t)h->n_group);
 		}
 	}
 }

@@ -15,7 +15,7 @@
  * the rest. Only hsq has L2 and L3.
  *
  * Codes of one token are [K code][V code], each hsq_codec_code_bytes of
- * the tier's codec. Decoded working copies (fp32, K rotated to its
+ * the tier's codec. Decoded working copies (fp16, K rotated to its
  * position) of L1 and L2 are kept for the CPU attention: the tier byte
  * counts report the encoded sizes, which are what a snapshot stores and a
  * device backend would hold. */
@@ -32,13 +32,13 @@ typedef struct tier_head {
 	int n_l1, cap_l1;
 	int32_t *l1_pos;       /* [n_l1] positions, ascending */
 	uint8_t *l1_code;      /* [n_l1][2][code4] K (before RoPE), V */
-	float *l1_k, *l1_v;    /* [n_l1][head_dim] decoded; K rotated to l1_pos */
+	uint16_t *l1_k, *l1_v; /* [n_l1][head_dim] decoded, fp16; K rotated to l1_pos */
 
 	int n_group, cap_group;
 	int32_t *g_start;      /* [n_group + 1] first L3 index of each group */
 	uint8_t *g_class;      /* [n_group] HSQ_GROUP_LOW or HSQ_GROUP_MEDIUM */
 	uint8_t *sum_code;     /* [n_group][2][code3] key summary (after RoPE), value summary */
-	float *sum_k, *sum_v;  /* [n_group][head_dim] decoded summaries */
+	uint16_t *sum_k, *sum_v; /* [n_group][head_dim] decoded summaries, fp16 */
 	uint32_t *g_hits;      /* [n_group] times the router fetched the group */
 	/* Router key codes (tiers_pq.c): every L3 key after RoPE as a product
 	 * code, head_dim / TIER_PQ_SUB indices of 4 bits, and an 8-bit error
@@ -79,14 +79,13 @@ typedef struct tier_head {
 
 	/* Groups decoded by earlier attend calls, kept for the next ones
 	 * (consecutive tokens fetch mostly the same groups, and a retrieval
-	 * head fetches them all): slot s holds the rows of group
-	 * cache_group[s], K rotated to its positions. Least recently used
-	 * slots are reused. */
-	int n_slots;
-	int32_t *cache_group;  /* [n_slots] group id, -1 = empty */
-	uint64_t *cache_used;  /* [n_slots] attend call that last read the slot */
-	int32_t *slot_of;      /* [cap_group] slot holding each group, -1 = none */
-	float *cache_k, *cache_v; /* [n_slots][group_size][head_dim] */
+	 * head fetches them all), at their L3 rows: groups fetched side by
+	 * side are one run of rows for the attention. Memory is reserved for
+	 * all of L3 but only the pages of decoded groups are ever touched. */
+	uint8_t *g_decoded;    /* [cap_group] 1 = the group's rows of dec_k, dec_v hold it */
+	uint16_t *dec_k, *dec_v; /* [cap_dec][head_dim] fp16, in L3 order; K rotated
+				  * to its position */
+	int cap_dec;           /* rows dec_k and dec_v have room for */
 } tier_head;
 
 typedef struct tier_layer {
@@ -98,6 +97,9 @@ typedef struct tier_layer {
 	int32_t *tail_pos;     /* [cap_tail] */
 	float *tail_k;         /* [cap_tail][n_head_kv * head_dim] K after RoPE */
 	float *tail_v;         /* [cap_tail][n_head_kv * head_dim] */
+	uint16_t *tail_kh, *tail_vh; /* [cap_tail][n_head_kv * head_dim] the same rows
+				      * in fp16, which the attention reads (the
+				      * fp32 rows are what online compression codes) */
 	/* Router recall probe: sums of captured true attention mass. */
 	double recall_sum;
 	uint64_t recall_count;
@@ -126,10 +128,9 @@ struct hsq_tiers {
 	int pq_fitted;               /* 1: tiers_pq_fit_all has run (online groups are coded) */
 	int res_off;                 /* 1: heads decode keys without their residual codes
 				      * (hsq_context_use_residual_keys) */
-	uint64_t n_attend;           /* attend calls so far: the decoded-group cache's clock */
 	int group_cache_off;         /* 1: fetched groups are decoded afresh by every task
 				      * (tests compare the cache against it) */
-	struct tier_fill *fill;      /* [cap_fill] groups an attend call decodes into slots */
+	struct tier_fill *fill;      /* [cap_fill] groups an attend call decodes */
 	int cap_fill;
 	int n_tokens;                /* positions covered (snapshot + appended) */
 	hsq_trace_fn trace;
@@ -158,9 +159,9 @@ struct hsq_tiers {
  * one buffer for all its query heads. */
 #define TIERS_SPLIT_MAX_TOK 4
 
-/* A group that one attend call decodes into a slot of its head's cache. */
+/* A group that one attend call decodes into its head's decoded rows. */
 typedef struct tier_fill {
-	int head, group, slot;
+	int head, group;
 } tier_fill;
 
 typedef struct tier_scratch {
@@ -172,8 +173,8 @@ typedef struct tier_scratch {
 				* heads' dot products with the router centroids */
 	uint8_t *fetched;      /* [cap_groups] 1 = fetched this step */
 	int32_t *fpos;         /* [cap_fetch] positions of fetched tokens */
-	float *fk, *fv;        /* [cap_fetch][head_dim] fetched K (rotated), V, when not cached */
-	const float **gk, **gv; /* [cap_groups] rows of each fetched group (cache or fk/fv) */
+	uint16_t *fk, *fv;     /* [cap_fetch][head_dim] fetched K (rotated), V in fp16, when not cached */
+	const uint16_t **gk, **gv; /* [cap_groups] rows of each fetched group (cache or fk/fv) */
 	int *gsize;            /* [cap_groups] tokens of each fetched group */
 	float *s;              /* [TIERS_KERNEL_MAXQ][cap_scores] attention weights of
 				* the query heads attended together */

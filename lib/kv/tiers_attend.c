@@ -9,9 +9,8 @@
  *      their tokens fit the budget; a retrieval head (the few with the
  *      highest induction score, tiers.h) takes every group;
  *   2. fetch: decode each group that some token of the chunk takes, once,
- *      into a slot of its head's decoded-group cache (which keeps it for
- *      the next calls), the keys rotated to their positions; a group the
- *      full cache has no slot for is decoded by each task that takes it;
+ *      into its rows of the head's decoded copy of L3 (which keeps it for
+ *      the next calls), the keys rotated to their positions, in fp16;
  *   3. attend, for each token and KV head, for each query head (up to four
  *      at once sharing each row load, tiers_kernels.h): softmax over L1
  *      tokens, the summaries of the groups not fetched (score + log(group
@@ -30,6 +29,7 @@
 
 #include "common/error.h"
 #include "common/threadpool.h"
+#include "common/vec_f16.h"
 #include "common/vec_f32.h"
 #include "kv/tiers.h"
 #include "kv/tiers_kernels.h"
@@ -107,8 +107,8 @@ static hsq_status ensure_scratch(struct hsq_tiers *t, int groups, int fetch, int
 		}
 		if (fetch > x->cap_fetch) {
 			if (reserve((void **)&x->fpos, fetch, sizeof(int32_t)) ||
-			    reserve((void **)&x->fk, fetch, hd * sizeof(float)) ||
-			    reserve((void **)&x->fv, fetch, hd * sizeof(float)))
+			    reserve((void **)&x->fk, fetch, hd * sizeof *x->fk) ||
+			    reserve((void **)&x->fv, fetch, hd * sizeof *x->fv))
 				goto nomem;
 			x->cap_fetch = fetch;
 		}
@@ -150,9 +150,8 @@ typedef struct attend_job {
 	int max_groups;
 	double *recall;        /* [n * H] summed over the head's query heads */
 	int use_cache;         /* 1: fetched groups are read from the heads'
-				* decoded-group caches (filled before the
-				* attention tasks run, read only by them) */
-	uint64_t stamp;        /* this call's clock value for the cache */
+				* decoded rows (filled before the attention
+				* tasks run, read only by them) */
 	tier_score_fn score;   /* the router's group scores (the backend's op) */
 	void *score_user;
 } attend_job;
@@ -238,29 +237,6 @@ static void route(const struct hsq_tiers *t, const tier_head *h, const float *q,
 	}
 }
 
-/* The slot for group k: the one holding it (its stamp refreshed), else
- * the least recently used slot not read in this call, emptied for the
- * caller to decode into, else -1 (the caller decodes into scratch). */
-static int cache_slot(tier_head *h, int k, uint64_t stamp)
-{
-	int s = h->slot_of[k];
-	if (s >= 0) {
-		h->cache_used[s] = stamp;
-		return s;
-	}
-	int best = -1;
-	for (int i = 0; i < h->n_slots; i++)
-		if (h->cache_used[i] != stamp && (best < 0 || h->cache_used[i] < h->cache_used[best]))
-			best = i;
-	if (best < 0)
-		return -1;
-	if (h->cache_group[best] >= 0)
-		h->slot_of[h->cache_group[best]] = -1;
-	h->cache_group[best] = -1;
-	h->cache_used[best] = stamp;
-	return best;
-}
-
 /* s[i] = exp(s[i] - max) in place, 0 where s[i] is -INFINITY (masked);
  * returns their sum (0 when every score is masked). 16 lanes with vexp16,
  * a fixed order over the row up to its last unmasked score: a token of a
@@ -335,28 +311,27 @@ static void route_task(void *arg, int task, int thread)
 	j->n_trace[task] = n;
 }
 
-/* Decodes group k of head h into rows dk, dv ([group size][head_dim]
+/* Decodes group k of head h into fp16 rows dk, dv ([group size][head_dim]
  * each), the keys rotated to their positions. */
-static void decode_group(const struct hsq_tiers *t, const tier_layer *L, const tier_head *h, int k, float *dk,
-			 float *dv)
+static void decode_group(const struct hsq_tiers *t, const tier_layer *L, const tier_head *h, int k, uint16_t *dk,
+			 uint16_t *dv)
 {
 	const rope_table *R = &t->rope[L->rope_table];
 	int first = h->g_start[k], size = h->g_start[k + 1] - first, hd = t->head_dim;
+	float kf[HSQ_CODEC_MAX_DIM], vf[HSQ_CODEC_MAX_DIM];
 	for (int i = 0; i < size; i++) {
 		tiers_decode_token_res(t, h, h->l3_code + (size_t)(first + i) * tier_code4_pair(t),
-				       h->has_res ? h->l3_res + (size_t)(first + i) * t->code4 : NULL,
-				       dk + (size_t)i * hd, dv + (size_t)i * hd);
-		tiers_rope_rows(t, R, dk + (size_t)i * hd, &h->l3_pos[first + i], 1, +1);
+				       h->has_res ? h->l3_res + (size_t)(first + i) * t->code4 : NULL, kf, vf);
+		tiers_rope_rows(t, R, kf, &h->l3_pos[first + i], 1, +1);
+		f16_row_from_f32(dk + (size_t)i * hd, kf, hd);
+		f16_row_from_f32(dv + (size_t)i * hd, vf, hd);
 	}
 }
 
-/* Step 2: the groups the chunk's tokens fetch that no slot holds yet get
- * a slot of their head's cache (the least recently used one not read in
- * this call), listed in t->fill for fill_task. Serial: the slots of a head
- * are shared by every token of the chunk. A group left without a slot
- * (the cache is full of this call's groups) is decoded by each task that
- * fetches it, into its scratch. */
-static int assign_slots(const attend_job *j)
+/* Step 2: the groups the chunk's tokens fetch that are not decoded yet,
+ * listed in t->fill for fill_task and marked decoded. Serial: a group may
+ * be fetched by every token of the chunk. */
+static int list_fills(const attend_job *j)
 {
 	struct hsq_tiers *t = j->t;
 	tier_layer *L = j->L;
@@ -366,31 +341,30 @@ static int assign_slots(const attend_job *j)
 		tier_head *h = &L->heads[g];
 		const int32_t *tr = j->trace + (size_t)task * j->max_groups;
 		for (int f = 0; f < j->n_trace[task]; f++) {
-			int k = tr[f], slot = cache_slot(h, k, j->stamp);
-			if (slot < 0 || h->cache_group[slot] == k)
-				continue; /* no room, or held already */
-			h->cache_group[slot] = k;
-			h->slot_of[k] = slot;
-			t->fill[n_fill++] = (tier_fill){ g, k, slot };
+			int k = tr[f];
+			if (h->g_decoded[k])
+				continue;
+			h->g_decoded[k] = 1;
+			t->fill[n_fill++] = (tier_fill){ g, k };
 		}
 	}
 	return n_fill;
 }
 
-/* Step 2, in parallel: decodes one listed group into its slot. */
+/* Step 2, in parallel: decodes one listed group into its rows. */
 static void fill_task(void *arg, int task, int thread)
 {
 	const attend_job *j = arg;
 	const struct hsq_tiers *t = j->t;
 	tier_fill w = t->fill[task];
 	const tier_head *h = &j->L->heads[w.head];
-	size_t rows = (size_t)w.slot * t->params.group_size * t->head_dim;
-	decode_group(t, j->L, h, w.group, h->cache_k + rows, h->cache_v + rows);
+	size_t rows = (size_t)h->g_start[w.group] * t->head_dim;
+	decode_group(t, j->L, h, w.group, h->dec_k + rows, h->dec_v + rows);
 	(void)thread;
 }
 
-/* Step 3 for one token and KV head: gathers the fetched rows (cached, or
- * decoded into scratch) and attends. */
+/* Step 3 for one token and KV head: gathers the fetched rows (decoded in
+ * step 2, or into scratch without the cache) and attends. */
 static void attend_task(void *arg, int task, int thread)
 {
 	const attend_job *j = arg;
@@ -416,13 +390,12 @@ static void attend_task(void *arg, int task, int thread)
 		for (int i = 0; i < size; i++)
 			x->fpos[n_fetch + i] = h->l3_pos[first + i];
 		n_fetch += size;
-		int slot = j->use_cache ? h->slot_of[k] : -1;
-		if (slot >= 0) { /* filled in step 2, or by an earlier call */
-			x->gk[f] = h->cache_k + (size_t)slot * t->params.group_size * hd;
-			x->gv[f] = h->cache_v + (size_t)slot * t->params.group_size * hd;
+		if (j->use_cache) { /* decoded in step 2, or by an earlier call */
+			x->gk[f] = h->dec_k + (size_t)first * hd;
+			x->gv[f] = h->dec_v + (size_t)first * hd;
 			continue;
 		}
-		float *dk = x->fk + (size_t)n_decoded * hd, *dv = x->fv + (size_t)n_decoded * hd;
+		uint16_t *dk = x->fk + (size_t)n_decoded * hd, *dv = x->fv + (size_t)n_decoded * hd;
 		decode_group(t, L, h, k, dk, dv);
 		x->gk[f] = dk;
 		x->gv[f] = dv;
@@ -466,7 +439,7 @@ static void attend_task(void *arg, int task, int thread)
 			off += x->gsize[f];
 		}
 		rows_from(at, sr, Q, off);
-		tiers_scores(qs, Q, L->tail_k + (size_t)g * hd, kvw, L->n_tail, hd, t->attn_scale, NULL, at);
+		tiers_scores(qs, Q, L->tail_kh + (size_t)g * hd, kvw, L->n_tail, hd, t->attn_scale, NULL, at);
 		for (int r = 0; r < L->n_tail; r++)
 			if (L->tail_pos[r] < wfirst || L->tail_pos[r] > p)
 				for (int i = 0; i < Q; i++)
@@ -491,7 +464,7 @@ static void attend_task(void *arg, int task, int thread)
 			off += x->gsize[f];
 		}
 		rows_from(at, sr, Q, off);
-		tiers_values((const float *const *)at, Q, L->tail_v + (size_t)g * hd, kvw, L->n_tail, hd, o);
+		tiers_values((const float *const *)at, Q, L->tail_vh + (size_t)g * hd, kvw, L->n_tail, hd, o);
 	}
 
 	double recall = 0.0;
@@ -546,14 +519,16 @@ static void attend_task(void *arg, int task, int thread)
 #define SPLIT_SCORE_ROWS 256
 
 /* The runs of rows of each (token, KV head) and its fetched groups, from
- * the trace; 0, or -1 when a fetched group has no slot in its head's
- * decoded-group cache (attend_task then decodes it into scratch). */
+ * the trace; 0, or -1 without the decoded groups (group_cache_off:
+ * attend_task then decodes them into scratch). */
 static int split_gather(const attend_job *j)
 {
 	struct hsq_tiers *t = j->t;
 	const tier_layer *L = j->L;
-	int H = t->n_head_kv, hd = t->head_dim, gs = t->params.group_size;
+	int H = t->n_head_kv, hd = t->head_dim;
 	size_t kvw = (size_t)H * hd;
+	if (!j->use_cache)
+		return -1;
 	for (int task = 0; task < j->n * H; task++) {
 		const tier_head *h = &L->heads[task % H];
 		tier_run *run = t->runs + (size_t)task * t->cap_runs;
@@ -566,24 +541,19 @@ static int split_gather(const attend_job *j)
 			memset(fetched, 0, (size_t)h->n_group);
 		for (int f = 0; f < j->n_trace[task]; f++) {
 			int k = tr[f], size = h->g_start[k + 1] - h->g_start[k];
-			int slot = j->use_cache ? h->slot_of[k] : -1;
-			if (slot < 0)
-				return -1;
-			size_t at = (size_t)slot * gs * hd;
+			size_t at = (size_t)h->g_start[k] * hd;
 			tier_run *last = &run[m - 1];
-			/* slots filled in group order (a retrieval head's, the first
-			 * time) follow each other: one run, one stream of rows */
-			if (last->kind == TIER_RUN_GROUP && last->n % gs == 0 &&
-			    last->k + (size_t)last->n * hd == h->cache_k + at)
+			/* groups fetched side by side: one run, one stream of rows */
+			if (last->kind == TIER_RUN_GROUP && last->k + (size_t)last->n * hd == h->dec_k + at)
 				last->n += size;
 			else
-				run[m++] = (tier_run){ h->cache_k + at, h->cache_v + at, (size_t)hd, size, rows - L->n_tail,
+				run[m++] = (tier_run){ h->dec_k + at, h->dec_v + at, (size_t)hd, size, rows - L->n_tail,
 						       TIER_RUN_GROUP };
 			fetched[k] = 1;
 			rows += size;
 		}
 		size_t g_off = (size_t)(task % H) * hd;
-		run[m++] = (tier_run){ L->tail_k + g_off, L->tail_v + g_off, kvw, L->n_tail, rows - L->n_tail,
+		run[m++] = (tier_run){ L->tail_kh + g_off, L->tail_vh + g_off, kvw, L->n_tail, rows - L->n_tail,
 				       TIER_RUN_TAIL };
 		t->n_runs[task] = m;
 		t->n_rows[task] = rows;
@@ -636,7 +606,7 @@ static void split_scores_task(void *arg, int task, int thread)
 				continue;
 			for (int i = 0; i < Q; i++)
 				at[i] = t->split_s + ((size_t)ti * t->n_head + hq0 + i) * t->cap_split_rows + a;
-			const float *k = run[m].k + (size_t)(a - off) * run[m].ld;
+			const uint16_t *k = run[m].k + (size_t)(a - off) * run[m].ld;
 			const float *b_at = NULL;
 			if (run[m].kind == TIER_RUN_SUMMARY) { /* a summary stands for its group's tokens */
 				for (int r = a; r < b; r++) {
@@ -645,8 +615,9 @@ static void split_scores_task(void *arg, int task, int thread)
 				}
 				b_at = bias;
 			}
-			if (m + 1 < t->n_runs[tk] && hq0 == g * G) /* the next run's rows are elsewhere */
-				tiers_prefetch_rows(run[m + 1].k, run[m + 1].ld, run[m + 1].n, hd);
+			if (m + TIERS_PREFETCH_RUNS < t->n_runs[tk] && hq0 == g * G) /* later runs' rows are elsewhere */
+				tiers_prefetch_rows(run[m + TIERS_PREFETCH_RUNS].k, run[m + TIERS_PREFETCH_RUNS].ld,
+						    run[m + TIERS_PREFETCH_RUNS].n, hd);
 			tiers_scores(qs, Q, k, run[m].ld, b - a, hd, t->attn_scale, b_at, at);
 			if (run[m].kind == TIER_RUN_GROUP) /* fetched tokens: none masked */
 				continue;
@@ -744,6 +715,8 @@ void tiers_attend(struct hsq_tiers *t, int layer, const float *q, const float *k
 	/* append the chunk to the tail (capacity reserved by tiers_reserve_chunk) */
 	memcpy(L->tail_k + (size_t)L->n_tail * kvw, k, (size_t)n * kvw * sizeof *k);
 	memcpy(L->tail_v + (size_t)L->n_tail * kvw, v, (size_t)n * kvw * sizeof *v);
+	f16_row_from_f32(L->tail_kh + (size_t)L->n_tail * kvw, k, (int)((size_t)n * kvw));
+	f16_row_from_f32(L->tail_vh + (size_t)L->n_tail * kvw, v, (int)((size_t)n * kvw));
 	for (int i = 0; i < n; i++)
 		L->tail_pos[L->n_tail + i] = pos[i];
 	L->n_tail += n;
@@ -754,14 +727,13 @@ void tiers_attend(struct hsq_tiers *t, int layer, const float *q, const float *k
 	for (int h = 0; h < H; h++)
 		j.max_groups = L->heads[h].n_group > j.max_groups ? L->heads[h].n_group : j.max_groups;
 	j.use_cache = t->mode == HSQ_MODE_HSQ && !t->group_cache_off;
-	j.stamp = ++t->n_attend;
 	j.trace = t->trace_buf;
 	j.n_trace = t->trace_count;
 	j.recall = full_k ? t->recall_buf : NULL;
 	j.score = score;
 	j.score_user = score_user;
 	pool_run(pool, n * H, route_task, &j);
-	int n_fill = j.use_cache ? assign_slots(&j) : 0;
+	int n_fill = j.use_cache ? list_fills(&j) : 0;
 	if (n_fill > 0)
 		pool_run(pool, n_fill, fill_task, &j);
 	if (split_attend(&j, pool))
@@ -840,49 +812,36 @@ hsq_status tiers_reserve_chunk(struct hsq_tiers *t, int n)
 		t->recall_buf = rb;
 	if (!tc || !rb)
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the router trace");
-	/* decoded-group caches: room for the groups of two full budgets if they
-	 * were all medium (budget / 4), plus slack; a retrieval head's cache
-	 * holds all its groups. A call fills at most one slot per group and
-	 * head. With room for one budget the router's picks, which change by
-	 * a sixth from one token to the next, evicted groups that came back a
-	 * few tokens later: decoding them again was a fifth of an 8K decode
-	 * step on SmolLM2 (87,000 groups in 64 tokens; 12,800 with room for
-	 * two), for half the memory (fp32 rows: 160 MB less at 8K). */
+	/* decoded groups: rows for every L3 token (a decode step reads at
+	 * most the budget of them, a retrieval head all, and the router's
+	 * picks drift: an LRU cache of one, then two budgets re-decoded evicted
+	 * groups a few tokens later, 87,000 then 12,800 in 64 tokens at 8K on
+	 * SmolLM2), at their L3 rows so that groups fetched side by side are
+	 * one run; pages of groups never fetched are never touched. Growth by
+	 * a quarter at least: online compaction adds a group at a time. */
 	if (t->mode == HSQ_MODE_HSQ) {
 		if ((size_t)H * max_groups > (size_t)t->cap_fill) {
 			tier_fill *fl = realloc(t->fill, (size_t)H * max_groups * sizeof *fl);
 			if (!fl)
-				return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the decoded-group cache");
+				return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the decoded groups");
 			t->fill = fl;
 			t->cap_fill = H * max_groups;
 		}
-		int gs = t->params.group_size, hd = t->head_dim;
+		size_t hd = (size_t)t->head_dim;
 		for (int l = 0; l < t->n_layer; l++)
 			for (int hh = 0; hh < H; hh++) {
 				tier_head *x = &t->layers[l].heads[hh];
-				int want = x->retrieval ? x->n_group : budget / 4 + 16;
-				want = want < x->n_group ? want : x->n_group;
-				if (want <= x->n_slots)
+				if (x->n_l3 <= x->cap_dec)
 					continue;
-				int32_t *cg = realloc(x->cache_group, (size_t)want * sizeof *cg);
-				if (cg)
-					x->cache_group = cg;
-				uint64_t *cu = cg ? realloc(x->cache_used, (size_t)want * sizeof *cu) : NULL;
-				if (cu)
-					x->cache_used = cu;
-				float *ck = cu ? realloc(x->cache_k, (size_t)want * gs * hd * sizeof *ck) : NULL;
-				if (ck)
-					x->cache_k = ck;
-				float *cv = ck ? realloc(x->cache_v, (size_t)want * gs * hd * sizeof *cv) : NULL;
-				if (cv)
-					x->cache_v = cv;
-				if (!cv)
-					return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the decoded-group cache");
-				for (int i = x->n_slots; i < want; i++) {
-					x->cache_group[i] = -1;
-					x->cache_used[i] = 0;
-				}
-				x->n_slots = want;
+				int cap = x->cap_dec + x->cap_dec / 4 > x->n_l3 ? x->cap_dec + x->cap_dec / 4 : x->n_l3;
+				uint16_t *dk = realloc(x->dec_k, (size_t)cap * hd * sizeof *dk);
+				if (dk)
+					x->dec_k = dk;
+				uint16_t *dv = dk ? realloc(x->dec_v, (size_t)cap * hd * sizeof *dv) : NULL;
+				if (!dv)
+					return hsq_fail(HSQ_ERR_NOMEM, "out of memory for %d decoded L3 rows", cap);
+				x->dec_v = dv;
+				x->cap_dec = cap;
 			}
 	}
 	/* tail room: the chunk on top of what is there */
@@ -896,7 +855,13 @@ hsq_status tiers_reserve_chunk(struct hsq_tiers *t, int n)
 			float *tv = tk ? realloc(L->tail_v, (size_t)cap * H * t->head_dim * sizeof *tv) : NULL;
 			if (tv)
 				L->tail_v = tv;
-			int32_t *tp = tv ? realloc(L->tail_pos, (size_t)cap * sizeof *tp) : NULL;
+			uint16_t *tkh = tv ? realloc(L->tail_kh, (size_t)cap * H * t->head_dim * sizeof *tkh) : NULL;
+			if (tkh)
+				L->tail_kh = tkh;
+			uint16_t *tvh = tkh ? realloc(L->tail_vh, (size_t)cap * H * t->head_dim * sizeof *tvh) : NULL;
+			if (tvh)
+				L->tail_vh = tvh;
+			int32_t *tp = tvh ? realloc(L->tail_pos, (size_t)cap * sizeof *tp) : NULL;
 			if (tp)
 				L->tail_pos = tp;
 			if (!tp)
@@ -914,6 +879,8 @@ static void tail_drop(const struct hsq_tiers *t, tier_layer *L, int count)
 	int left = L->n_tail - count;
 	memmove(L->tail_k, L->tail_k + (size_t)count * kvw, (size_t)left * kvw * sizeof *L->tail_k);
 	memmove(L->tail_v, L->tail_v + (size_t)count * kvw, (size_t)left * kvw * sizeof *L->tail_v);
+	memmove(L->tail_kh, L->tail_kh + (size_t)count * kvw, (size_t)left * kvw * sizeof *L->tail_kh);
+	memmove(L->tail_vh, L->tail_vh + (size_t)count * kvw, (size_t)left * kvw * sizeof *L->tail_vh);
 	memmove(L->tail_pos, L->tail_pos + count, (size_t)left * sizeof *L->tail_pos);
 	L->n_tail = left;
 }

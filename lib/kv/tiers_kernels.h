@@ -19,38 +19,45 @@
  * compile-time constant in every call (always_inline + switch, the loops
  * over it unrolled), so the Q accumulators stay in registers. On an 8K
  * SmolLM2 snapshot this took decoding from 8.6-8.9 to 11.8-12.8 tokens/s
- * on the 2-core AVX2 machine, the same tokens. */
+ * on the 2-core AVX2 machine, the same tokens.
+ *
+ * The key and value rows are fp16 (vec_f16.h), widened as they are
+ * loaded; "dot_f32" and "axpy_f32" below mean those of the widened rows,
+ * which is what the kernels equal bit for bit. */
 #ifndef HSQ_TIERS_KERNELS_H
 #define HSQ_TIERS_KERNELS_H
 
 #include <stddef.h>
 #include <string.h>
 
+#include "common/vec_f16.h"
 #include "common/vec_f32.h"
 
 #define TIERS_KERNEL_MAXQ 4 /* query heads per call */
-#define TIERS_PREFETCH_ROWS 16 /* rows of the next run prefetched */
+#define TIERS_PREFETCH_ROWS 16 /* rows of a later run prefetched */
+#define TIERS_PREFETCH_RUNS 2  /* how many runs ahead (1 and 2 within noise
+				* of each other at 8K on SmolLM2, 2 ahead) */
 
 /* A run of consecutive key and value rows one (token, KV head) attends:
  * L1, the summaries, a fetched group or the tail. tiers_values16_runs
  * sums a 16-column slice over a list of them (the decode split of
  * tiers_attend.c). */
 typedef struct tier_run {
-	const float *k, *v;    /* first row; row r at k + r * ld */
-	size_t ld;             /* floats between rows */
+	const uint16_t *k, *v; /* first row (fp16); row r at k + r * ld */
+	size_t ld;             /* halves between rows */
 	int n;                 /* rows */
 	int first;             /* index of its first row among all the runs' rows */
 	int kind;              /* TIER_RUN_L1, _SUMMARY, _GROUP or _TAIL: how rows are masked */
 } tier_run;
 enum { TIER_RUN_L1, TIER_RUN_SUMMARY, TIER_RUN_GROUP, TIER_RUN_TAIL };
 
-/* Prefetches the first `width` floats of the first TIERS_PREFETCH_ROWS of
+/* Prefetches the first `width` halves of the first TIERS_PREFETCH_ROWS of
  * n rows (stride ld): the start of a run that sits elsewhere in memory,
  * where the hardware prefetcher starts over. */
-static inline void tiers_prefetch_rows(const float *rows, size_t ld, int n, int width)
+static inline void tiers_prefetch_rows(const uint16_t *rows, size_t ld, int n, int width)
 {
 	for (int r = 0; r < n && r < TIERS_PREFETCH_ROWS; r++)
-		for (int c = 0; c < width; c += 16)
+		for (int c = 0; c < width; c += 32) /* 64-byte lines */
 			__builtin_prefetch(rows + (size_t)r * ld + c);
 }
 
@@ -65,19 +72,30 @@ static inline void tiers_prefetch_rows(const float *rows, size_t ld, int n, int 
 
 #include "common/vec_f32_avx2.h"
 
-static inline __attribute__((always_inline)) void tiers_scores_q(const float *const *q, const int Q, const float *k,
+/* Eight halves widened. */
+static inline __m256 load8_h(const uint16_t *p)
+{
+#if defined(__F16C__)
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+#else
+	return _mm256_setr_ps(hsq_f16_to_f32(p[0]), hsq_f16_to_f32(p[1]), hsq_f16_to_f32(p[2]), hsq_f16_to_f32(p[3]),
+			      hsq_f16_to_f32(p[4]), hsq_f16_to_f32(p[5]), hsq_f16_to_f32(p[6]), hsq_f16_to_f32(p[7]));
+#endif
+}
+
+static inline __attribute__((always_inline)) void tiers_scores_q(const float *const *q, const int Q, const uint16_t *k,
 								  size_t ldk, int n, int hd, float scale,
 								  const float *bias, float *const *s)
 {
 	for (int r = 0; r < n; r++) {
-		const float *kr = k + (size_t)r * ldk;
+		const uint16_t *kr = k + (size_t)r * ldk;
 		__m256 acc[TIERS_KERNEL_MAXQ][2];
 		#pragma GCC unroll 4
 		for (int i = 0; i < Q; i++)
 			acc[i][0] = acc[i][1] = _mm256_setzero_ps();
 		int d = 0;
 		for (; d + 16 <= hd; d += 16) {
-			__m256 k0 = _mm256_loadu_ps(kr + d), k1 = _mm256_loadu_ps(kr + d + 8);
+			__m256 k0 = load8_h(kr + d), k1 = load8_h(kr + d + 8);
 			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++) {
 				acc[i][0] += _mm256_loadu_ps(q[i] + d) * k0;
@@ -87,16 +105,16 @@ static inline __attribute__((always_inline)) void tiers_scores_q(const float *co
 		if (bias)
 			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++)
-				s[i][r] = (hsum16_pair(acc[i][0], acc[i][1]) + tail_dot(q[i], kr, d, hd)) * scale +
+				s[i][r] = (hsum16_pair(acc[i][0], acc[i][1]) + tail_dot_h(q[i], kr, d, hd)) * scale +
 					  bias[r];
 		else
 			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++)
-				s[i][r] = (hsum16_pair(acc[i][0], acc[i][1]) + tail_dot(q[i], kr, d, hd)) * scale;
+				s[i][r] = (hsum16_pair(acc[i][0], acc[i][1]) + tail_dot_h(q[i], kr, d, hd)) * scale;
 	}
 }
 
-static inline __attribute__((always_inline)) void tiers_values_q(const float *const *w, const int Q, const float *v,
+static inline __attribute__((always_inline)) void tiers_values_q(const float *const *w, const int Q, const uint16_t *v,
 								  size_t ldv, int n, int hd, float *const *out)
 {
 	int d = 0;
@@ -108,8 +126,8 @@ static inline __attribute__((always_inline)) void tiers_values_q(const float *co
 			acc[i][1] = _mm256_loadu_ps(out[i] + d + 8);
 		}
 		for (int r = 0; r < n; r++) {
-			const float *vr = v + (size_t)r * ldv + d;
-			__m256 v0 = _mm256_loadu_ps(vr), v1 = _mm256_loadu_ps(vr + 8);
+			const uint16_t *vr = v + (size_t)r * ldv + d;
+			__m256 v0 = load8_h(vr), v1 = load8_h(vr + 8);
 			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++) {
 				__m256 wi = _mm256_set1_ps(w[i][r]);
@@ -123,11 +141,11 @@ static inline __attribute__((always_inline)) void tiers_values_q(const float *co
 			_mm256_storeu_ps(out[i] + d + 8, acc[i][1]);
 		}
 	}
-	if (d < hd) /* channels past the last 16: axpy_f32's own scalar loop */
+	if (d < hd) /* channels past the last 16: axpy_h's scalar loop */
 		for (int r = 0; r < n; r++)
 			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++)
-				axpy_f32(out[i] + d, w[i][r], v + (size_t)r * ldv + d, hd - d);
+				axpy_h(out[i] + d, w[i][r], v + (size_t)r * ldv + d, hd - d);
 }
 
 /* out[i][0..15] = the sums tiers_values gives over the runs in order,
@@ -141,12 +159,13 @@ static inline __attribute__((always_inline)) void tiers_values16_runs_q(const fl
 	for (int i = 0; i < Q; i++)
 		acc[i][0] = acc[i][1] = _mm256_setzero_ps();
 	for (int m = 0, off = 0; m < n_runs; off += run[m++].n) {
-		const float *v = run[m].v + d0;
-		if (m + 1 < n_runs) /* the next run's rows are elsewhere */
-			tiers_prefetch_rows(run[m + 1].v + d0, run[m + 1].ld, run[m + 1].n, 16);
+		const uint16_t *v = run[m].v + d0;
+		if (m + TIERS_PREFETCH_RUNS < n_runs) /* later runs' rows are elsewhere */
+			tiers_prefetch_rows(run[m + TIERS_PREFETCH_RUNS].v + d0, run[m + TIERS_PREFETCH_RUNS].ld,
+					    run[m + TIERS_PREFETCH_RUNS].n, 16);
 		for (int r = 0; r < run[m].n; r++) {
-			const float *vr = v + (size_t)r * run[m].ld;
-			__m256 v0 = _mm256_loadu_ps(vr), v1 = _mm256_loadu_ps(vr + 8);
+			const uint16_t *vr = v + (size_t)r * run[m].ld;
+			__m256 v0 = load8_h(vr), v1 = load8_h(vr + 8);
 			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++) {
 				__m256 wi = _mm256_set1_ps(w[i][off + r]);
@@ -162,19 +181,19 @@ static inline __attribute__((always_inline)) void tiers_values16_runs_q(const fl
 	}
 }
 #else
-static inline __attribute__((always_inline)) void tiers_scores_q(const float *const *q, const int Q, const float *k,
+static inline __attribute__((always_inline)) void tiers_scores_q(const float *const *q, const int Q, const uint16_t *k,
 								  size_t ldk, int n, int hd, float scale,
 								  const float *bias, float *const *s)
 {
 	for (int r = 0; r < n; r++) {
-		const float *kr = k + (size_t)r * ldk;
+		const uint16_t *kr = k + (size_t)r * ldk;
 		vf16 acc[TIERS_KERNEL_MAXQ];
 		#pragma GCC unroll 4
 		for (int i = 0; i < Q; i++)
 			acc[i] = (vf16){ 0 };
 		int d = 0;
 		for (; d + 16 <= hd; d += 16) {
-			vf16 kv = load16(kr + d);
+			vf16 kv = load16_h(kr + d);
 			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++)
 				acc[i] += load16(q[i] + d) * kv;
@@ -184,15 +203,15 @@ static inline __attribute__((always_inline)) void tiers_scores_q(const float *co
 		if (bias)
 			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++)
-				s[i][r] = (hsum16(acc[i]) + tail_dot(q[i], kr, d, hd)) * scale + bias[r];
+				s[i][r] = (hsum16(acc[i]) + tail_dot_h(q[i], kr, d, hd)) * scale + bias[r];
 		else
 			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++)
-				s[i][r] = (hsum16(acc[i]) + tail_dot(q[i], kr, d, hd)) * scale;
+				s[i][r] = (hsum16(acc[i]) + tail_dot_h(q[i], kr, d, hd)) * scale;
 	}
 }
 
-static inline __attribute__((always_inline)) void tiers_values_q(const float *const *w, const int Q, const float *v,
+static inline __attribute__((always_inline)) void tiers_values_q(const float *const *w, const int Q, const uint16_t *v,
 								  size_t ldv, int n, int hd, float *const *out)
 {
 	int d = 0;
@@ -202,7 +221,7 @@ static inline __attribute__((always_inline)) void tiers_values_q(const float *co
 		for (int i = 0; i < Q; i++)
 			acc[i] = load16(out[i] + d);
 		for (int r = 0; r < n; r++) {
-			vf16 vv = load16(v + (size_t)r * ldv + d);
+			vf16 vv = load16_h(v + (size_t)r * ldv + d);
 			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++)
 				acc[i] = acc[i] + w[i][r] * vv;
@@ -211,11 +230,11 @@ static inline __attribute__((always_inline)) void tiers_values_q(const float *co
 		for (int i = 0; i < Q; i++)
 			memcpy(out[i] + d, &acc[i], sizeof acc[i]);
 	}
-	if (d < hd) /* channels past the last 16: axpy_f32's own scalar loop */
+	if (d < hd) /* channels past the last 16: axpy_h's scalar loop */
 		for (int r = 0; r < n; r++)
 			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++)
-				axpy_f32(out[i] + d, w[i][r], v + (size_t)r * ldv + d, hd - d);
+				axpy_h(out[i] + d, w[i][r], v + (size_t)r * ldv + d, hd - d);
 }
 
 static inline __attribute__((always_inline)) void tiers_values16_runs_q(const float *const *w, const int Q,
@@ -227,11 +246,12 @@ static inline __attribute__((always_inline)) void tiers_values16_runs_q(const fl
 	for (int i = 0; i < Q; i++)
 		acc[i] = (vf16){ 0 };
 	for (int m = 0, off = 0; m < n_runs; off += run[m++].n) {
-		const float *v = run[m].v + d0;
-		if (m + 1 < n_runs) /* the next run's rows are elsewhere */
-			tiers_prefetch_rows(run[m + 1].v + d0, run[m + 1].ld, run[m + 1].n, 16);
+		const uint16_t *v = run[m].v + d0;
+		if (m + TIERS_PREFETCH_RUNS < n_runs) /* later runs' rows are elsewhere */
+			tiers_prefetch_rows(run[m + TIERS_PREFETCH_RUNS].v + d0, run[m + TIERS_PREFETCH_RUNS].ld,
+					    run[m + TIERS_PREFETCH_RUNS].n, 16);
 		for (int r = 0; r < run[m].n; r++) {
-			vf16 vv = load16(v + (size_t)r * run[m].ld);
+			vf16 vv = load16_h(v + (size_t)r * run[m].ld);
 			#pragma GCC unroll 4
 			for (int i = 0; i < Q; i++)
 				acc[i] = acc[i] + w[i][off + r] * vv;
@@ -244,9 +264,9 @@ static inline __attribute__((always_inline)) void tiers_values16_runs_q(const fl
 
 #endif
 
-/* s[i][r] = dot_f32(q[i], k + r * ldk, hd) * scale (+ bias[r] unless bias
+/* s[i][r] = dot_f32(q[i], k + r * ldk widened, hd) * scale (+ bias[r] unless bias
  * is NULL) for r < n, i < Q (1 <= Q <= TIERS_KERNEL_MAXQ). */
-static inline void tiers_scores(const float *const *q, int Q, const float *k, size_t ldk, int n, int hd, float scale,
+static inline void tiers_scores(const float *const *q, int Q, const uint16_t *k, size_t ldk, int n, int hd, float scale,
 				const float *bias, float *const *s)
 {
 	switch (Q) {
@@ -258,9 +278,9 @@ static inline void tiers_scores(const float *const *q, int Q, const float *k, si
 }
 
 /* out[i][c] += w[i][r] * v[r * ldv + c] for r = 0, 1, ..., n - 1 in that
- * order, c < hd, i < Q (1 <= Q <= TIERS_KERNEL_MAXQ): axpy_f32(out[i],
+ * order, c < hd, i < Q (1 <= Q <= TIERS_KERNEL_MAXQ): axpy_h(out[i],
  * w[i][r], v + r * ldv, hd) row after row, bit for bit. */
-static inline void tiers_values(const float *const *w, int Q, const float *v, size_t ldv, int n, int hd,
+static inline void tiers_values(const float *const *w, int Q, const uint16_t *v, size_t ldv, int n, int hd,
 				float *const *out)
 {
 	switch (Q) {

@@ -174,7 +174,12 @@ Test(tiers, budget_all_equals_quant)
 	double dres = max_abs_diff(a, c, (size_t)N_NEXT * d.info.n_vocab);
 	fprintf(stderr, "tiers: budget all vs quant: max |logit diff| %.2e over %d steps (%.2e with the residual keys on)\n",
 		diff, N_NEXT, dres);
-	cr_assert_leq(diff, 2e-3, "budget-all hsq differs from quant by %g", diff);
+	/* The same rows in another order (L1, then the groups): the sums
+	 * differ in rounding only. Over fp16 rows that is up to 6.3e-3 here
+	 * (2.6e-5 when the rows were fp32; fp32 rows rounded to fp16 values
+	 * gave the same 6.3e-3, so it is the rounding, not the storage); an
+	 * unmasked summary or a missed group moves logits by 1e-1 or more. */
+	cr_assert_leq(diff, 2e-2, "budget-all hsq differs from quant by %g", diff);
 	cr_assert_gt(dres, 1e-3, "the residual keys should change the logits (%g)", dres);
 	free(a);
 	free(b);
@@ -286,8 +291,8 @@ Test(tiers, group_cache_changes_nothing)
 		int cached = 0;
 		for (int l = 0; l < d.info.n_layer; l++)
 			for (int h = 0; h < d.info.n_head_kv; h++)
-				for (int k = 0; k < c->tiers->layers[l].heads[h].n_slots; k++)
-					cached += c->tiers->layers[l].heads[h].cache_group[k] >= 0;
+				for (int k = 0; k < c->tiers->layers[l].heads[h].n_group; k++)
+					cached += c->tiers->layers[l].heads[h].g_decoded[k];
 		cr_assert_gt(cached, 0, "%s: the cache holds no group", how);
 		cr_assert_eq(memcmp(want, got, N_NEXT * V * sizeof *got), 0,
 			     "%s with the group cache differ from one chunk without it (max %g)", how,

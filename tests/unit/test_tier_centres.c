@@ -30,6 +30,7 @@
 #include "hsq_eval.h"
 #include "snapshot_image.h"
 #include "tier_probe.h"
+#include "common/vec_f16.h"
 #include "kv/tiers.h"
 
 #define N_TOK 300
@@ -245,7 +246,8 @@ Test(tier_centres, key_summaries_centre_on_their_group_positions)
 				for (int d = 0; d < hd; d++) {
 					cr_assert_float_eq(sk[d], plain[d] + ck[d] / n, 1e-4f * (1.0f + fabsf(sk[d])),
 							   "layer %d head %d group %d channel %d", l, g, k, d);
-					cr_assert_eq(h->sum_k[(size_t)k * hd + d], sk[d], "the working copy decodes alike");
+					cr_assert_eq(h->sum_k[(size_t)k * hd + d], hsq_f32_to_f16(sk[d]),
+						     "the working copy (fp16) decodes alike");
 				}
 			}
 		}
@@ -274,12 +276,12 @@ static void same_tiers(const struct hsq_tiers *a, const struct hsq_tiers *b)
 			cr_assert_eq(x->n_l1, y->n_l1);
 			cr_assert_eq(x->n_group, y->n_group);
 			if (x->n_l1) {
-				cr_assert_eq(memcmp(x->l1_k, y->l1_k, (size_t)x->n_l1 * hd * sizeof(float)), 0);
-				cr_assert_eq(memcmp(x->l1_v, y->l1_v, (size_t)x->n_l1 * hd * sizeof(float)), 0);
+				cr_assert_eq(memcmp(x->l1_k, y->l1_k, (size_t)x->n_l1 * hd * sizeof *x->l1_k), 0);
+				cr_assert_eq(memcmp(x->l1_v, y->l1_v, (size_t)x->n_l1 * hd * sizeof *x->l1_v), 0);
 			}
 			if (x->n_group) {
-				cr_assert_eq(memcmp(x->sum_k, y->sum_k, (size_t)x->n_group * hd * sizeof(float)), 0);
-				cr_assert_eq(memcmp(x->sum_v, y->sum_v, (size_t)x->n_group * hd * sizeof(float)), 0);
+				cr_assert_eq(memcmp(x->sum_k, y->sum_k, (size_t)x->n_group * hd * sizeof *x->sum_k), 0);
+				cr_assert_eq(memcmp(x->sum_v, y->sum_v, (size_t)x->n_group * hd * sizeof *x->sum_v), 0);
 			}
 		}
 }

@@ -31,6 +31,7 @@
 #include "hsq.h"
 #include "snapshot_image.h"
 #include "tier_probe.h"
+#include "common/vec_f16.h"
 #include "kv/tiers.h"
 #include "snapshot/tiers_io.h"
 
@@ -176,7 +177,9 @@ static void l1_keys_are(const struct hsq_tiers *t, int l, const tier_head *h, in
 			tiers_decode_token(t, h, code, k, v);
 		}
 		tiers_rope_rows(t, &t->rope[t->layers[l].rope_table], k, &h->l1_pos[i], 1, +1);
-		cr_assert_eq(memcmp(k, h->l1_k + (size_t)i * hd, (size_t)hd * sizeof *k), 0,
+		uint16_t kh[HSQ_CODEC_MAX_DIM];
+		f16_row_from_f32(kh, k, hd);
+		cr_assert_eq(memcmp(kh, h->l1_k + (size_t)i * hd, (size_t)hd * sizeof *kh), 0,
 			     "layer %d token %d: the L1 working key is not the %s decoding", l, h->l1_pos[i],
 			     res ? "residual" : "plain");
 	}
@@ -309,7 +312,7 @@ Test(tier_residual, snapshots_keep_the_residuals)
 			cr_assert_eq(x->has_res, y->has_res, "layer %d head %d", l, g);
 			cr_assert_eq(x->retrieval, y->retrieval, "layer %d head %d", l, g);
 			if (x->n_l1)
-				cr_assert_eq(memcmp(x->l1_k, y->l1_k, (size_t)x->n_l1 * hd * sizeof(float)), 0,
+				cr_assert_eq(memcmp(x->l1_k, y->l1_k, (size_t)x->n_l1 * hd * sizeof *x->l1_k), 0,
 					     "layer %d head %d: L1 keys", l, g);
 			if (!x->has_res)
 				continue;

@@ -24,6 +24,7 @@
 #include "context/context.h"
 #include "hsq.h"
 #include "common/vec_f32.h"
+#include "common/vec_f16.h"
 #include "kv/tiers.h"
 
 #define N_TOK 300
@@ -262,7 +263,9 @@ Test(tier_router, codes_find_the_group_of_the_best_key)
 						}
 					}
 					for (int hq = 0; hq < G; hq++) {
-						double s = dot_f32(q + hq * hd, h->sum_k + (size_t)c * hd, hd);
+						float sk[HSQ_CODEC_MAX_DIM];
+						f16_row_to_f32(sk, h->sum_k + (size_t)c * hd, hd);
+						double s = dot_f32(q + hq * hd, sk, hd);
 						if (s > best_sum) {
 							best_sum = s;
 							sum_top = c;

@@ -18,7 +18,7 @@
  *      the fetched tokens and the tail up to the token's own position;
  *      fetched groups' summaries are masked so no token counts twice.
  * A chunk of a few tokens (decode) runs step 3 split finer, over chunks of
- * rows and 16-column blocks (split_attend), with the same sums.
+ * rows and 32-column blocks (split_attend), with the same sums.
  * Decoding is deterministic, so where a group's rows come from changes no
  * bit of the result: a chunk gives the logits of its tokens one at a time.
  * Sliding-window layers only hold L1 and the tail, masked to the window. */
@@ -511,9 +511,9 @@ static void attend_task(void *arg, int task, int thread)
  * times as long as the others. Here the same sums run in three parallel
  * regions: scores of a (token, KV head) over chunks of SPLIT_SCORE_ROWS of
  * its rows, softmax per query head, then the values of a (token, KV head)
- * over one 16-column block. A score is the same dot product, the softmax
+ * over one 32-column block. A score is the same dot product, the softmax
  * sees the same row, and every output lane adds its rows in the same order
- * (tiers_values over a 16-column slice is its sums for those columns), so
+ * (tiers_values over a slice of columns is its sums for those columns), so
  * the bits are attend_task's (test_resume_tiers: decoding equals a
  * batch). */
 #define SPLIT_SCORE_ROWS 256
@@ -564,7 +564,7 @@ static int split_gather(const attend_job *j)
 typedef struct split_job {
 	const attend_job *j;
 	int n_chunks;          /* score tasks per (token, KV head) */
-	int n_dblk;            /* value tasks per (token, KV head): 16-column blocks */
+	int n_dblk;            /* value tasks per (token, KV head): 32-column blocks */
 	float log_size[17];    /* logf(i): a summary's bias for a group of i tokens (8 or 16) */
 } split_job;
 
@@ -659,7 +659,7 @@ static void split_values_task(void *arg, int task, int thread)
 	const struct hsq_tiers *t = j->t;
 	int H = t->n_head_kv, G = t->n_head / H, hd = t->head_dim;
 	int tk = task / sj->n_dblk, ti = tk / H, g = tk % H;
-	int d0 = task % sj->n_dblk * 16, width = hd - d0 < 16 ? hd - d0 : 16;
+	int d0 = task % sj->n_dblk * 32, width = hd - d0 < 32 ? hd - d0 : 32;
 	const tier_run *run = t->runs + (size_t)tk * t->cap_runs;
 	for (int hq0 = g * G; hq0 < (g + 1) * G; hq0 += TIERS_KERNEL_MAXQ) {
 		int Q = (g + 1) * G - hq0 < TIERS_KERNEL_MAXQ ? (g + 1) * G - hq0 : TIERS_KERNEL_MAXQ;
@@ -669,16 +669,25 @@ static void split_values_task(void *arg, int task, int thread)
 			o[i] = j->out + ((size_t)ti * t->n_head + hq0 + i) * hd + d0;
 			at[i] = t->split_s + ((size_t)ti * t->n_head + hq0 + i) * t->cap_split_rows;
 		}
-		if (width == 16) {
-			tiers_values16_runs(at, Q, run, t->n_runs[tk], d0, o);
+		if (width == 32) {
+			tiers_values32_runs(at, Q, run, t->n_runs[tk], d0, o);
 			continue;
 		}
-		for (int i = 0; i < Q; i++)
-			memset(o[i], 0, (size_t)width * sizeof *o[i]);
+		int c = 0; /* the head's last columns: 16 of them, then the rest */
+		if (width >= 16) {
+			tiers_values16_runs(at, Q, run, t->n_runs[tk], d0, o);
+			c = 16;
+		}
+		if (c == width)
+			continue;
+		for (int i = 0; i < Q; i++) {
+			o[i] += c;
+			memset(o[i], 0, (size_t)(width - c) * sizeof *o[i]);
+		}
 		for (int off = 0, m = 0; m < t->n_runs[tk]; off += run[m++].n) {
 			for (int i = 0; i < Q; i++)
 				at[i] = t->split_s + ((size_t)ti * t->n_head + hq0 + i) * t->cap_split_rows + off;
-			tiers_values(at, Q, run[m].v + d0, run[m].ld, run[m].n, width, o);
+			tiers_values(at, Q, run[m].v + d0 + c, run[m].ld, run[m].n, width - c, o);
 		}
 	}
 	(void)thread;
@@ -694,7 +703,7 @@ static int split_attend(const attend_job *j, hsq_pool *pool)
 	int H = t->n_head_kv, max_rows = 0;
 	for (int task = 0; task < j->n * H; task++)
 		max_rows = t->n_rows[task] > max_rows ? t->n_rows[task] : max_rows;
-	split_job sj = { j, (max_rows + SPLIT_SCORE_ROWS - 1) / SPLIT_SCORE_ROWS, (t->head_dim + 15) / 16, { 0 } };
+	split_job sj = { j, (max_rows + SPLIT_SCORE_ROWS - 1) / SPLIT_SCORE_ROWS, (t->head_dim + 31) / 32, { 0 } };
 	for (int i = 1; i <= 16; i++)
 		sj.log_size[i] = logf((float)i);
 	if (sj.n_chunks > 0)

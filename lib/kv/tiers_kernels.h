@@ -180,6 +180,19 @@ static inline __attribute__((always_inline)) void tiers_values16_runs_q(const fl
 		_mm256_storeu_ps(out[i] + 8, acc[i][1]);
 	}
 }
+
+/* Four 8-lane accumulators a query do not fit AVX2's 16 registers: two
+ * 16-column passes. */
+static inline __attribute__((always_inline)) void tiers_values32_runs_q(const float *const *w, const int Q,
+									 const tier_run *run, int n_runs, int d0,
+									 float *const *out)
+{
+	float *o2[TIERS_KERNEL_MAXQ];
+	for (int i = 0; i < Q; i++)
+		o2[i] = out[i] + 16;
+	tiers_values16_runs_q(w, Q, run, n_runs, d0, out);
+	tiers_values16_runs_q(w, Q, run, n_runs, d0 + 16, o2);
+}
 #else
 static inline __attribute__((always_inline)) void tiers_scores_q(const float *const *q, const int Q, const uint16_t *k,
 								  size_t ldk, int n, int hd, float scale,
@@ -262,6 +275,39 @@ static inline __attribute__((always_inline)) void tiers_values16_runs_q(const fl
 		memcpy(out[i], &acc[i], sizeof acc[i]);
 }
 
+
+/* The same over 32 columns, two accumulators a query: a row's 32 halves
+ * are one 64-byte line, where a 16-column task read half a line and the
+ * task beside it the other half (each line came from memory twice). */
+static inline __attribute__((always_inline)) void tiers_values32_runs_q(const float *const *w, const int Q,
+									 const tier_run *run, int n_runs, int d0,
+									 float *const *out)
+{
+	vf16 acc[TIERS_KERNEL_MAXQ][2];
+	#pragma GCC unroll 4
+	for (int i = 0; i < Q; i++)
+		acc[i][0] = acc[i][1] = (vf16){ 0 };
+	for (int m = 0, off = 0; m < n_runs; off += run[m++].n) {
+		const uint16_t *v = run[m].v + d0;
+		if (m + TIERS_PREFETCH_RUNS < n_runs) /* later runs' rows are elsewhere */
+			tiers_prefetch_rows(run[m + TIERS_PREFETCH_RUNS].v + d0, run[m + TIERS_PREFETCH_RUNS].ld,
+					    run[m + TIERS_PREFETCH_RUNS].n, 32);
+		for (int r = 0; r < run[m].n; r++) {
+			vf16 v0 = load16_h(v + (size_t)r * run[m].ld), v1 = load16_h(v + (size_t)r * run[m].ld + 16);
+			#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++) {
+				acc[i][0] = acc[i][0] + w[i][off + r] * v0;
+				acc[i][1] = acc[i][1] + w[i][off + r] * v1;
+			}
+		}
+	}
+	#pragma GCC unroll 4
+	for (int i = 0; i < Q; i++) {
+		memcpy(out[i], &acc[i][0], sizeof acc[i][0]);
+		memcpy(out[i] + 16, &acc[i][1], sizeof acc[i][1]);
+	}
+}
+
 #endif
 
 /* s[i][r] = dot_f32(q[i], k + r * ldk widened, hd) * scale (+ bias[r] unless bias
@@ -303,6 +349,19 @@ static inline void tiers_values16_runs(const float *const *w, int Q, const tier_
 	case 2: tiers_values16_runs_q(w, 2, run, n_runs, d0, out); break;
 	case 3: tiers_values16_runs_q(w, 3, run, n_runs, d0, out); break;
 	default: tiers_values16_runs_q(w, 4, run, n_runs, d0, out); break;
+	}
+}
+
+/* out[i][c] for the 32 columns c = d0..d0+31: tiers_values16_runs for
+ * d0 and d0 + 16, bit for bit. */
+static inline void tiers_values32_runs(const float *const *w, int Q, const tier_run *run, int n_runs, int d0,
+				       float *const *out)
+{
+	switch (Q) {
+	case 1: tiers_values32_runs_q(w, 1, run, n_runs, d0, out); break;
+	case 2: tiers_values32_runs_q(w, 2, run, n_runs, d0, out); break;
+	case 3: tiers_values32_runs_q(w, 3, run, n_runs, d0, out); break;
+	default: tiers_values32_runs_q(w, 4, run, n_runs, d0, out); break;
 	}
 }
 

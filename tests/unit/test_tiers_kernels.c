@@ -138,8 +138,8 @@ Test(tiers_kernels, values_equal_axpy_f32_row_after_row_bit_for_bit)
 			}
 }
 
-/* The decode split (tiers_attend.c) sums one 16-column block over every
- * run of a head at once: runs of different strides and lengths (L1, the
+/* The decode split (tiers_attend.c) sums one 32-column block (or 16)
+ * over every run of a head at once: runs of different strides and lengths (L1, the
  * summaries, fetched groups, the tail, some empty), one weight row for all
  * of them; it must equal tiers_values called run after run from zeros. */
 Test(tiers_kernels, values16_over_runs_equal_values_run_after_run_bit_for_bit)
@@ -165,7 +165,8 @@ Test(tiers_kernels, values16_over_runs_equal_values_run_after_run_bit_for_bit)
 			for (int i = 0; i < Q * total; i++)
 				w[i] = i % 5 == 3 ? 0.0f : fabsf(w[i]);
 			float *got = calloc((size_t)Q * hd, sizeof *got), *want = calloc((size_t)Q * hd, sizeof *want);
-			cr_assert(got && want);
+			float *got32 = calloc((size_t)Q * hd, sizeof *got32);
+			cr_assert(got && want && got32);
 			const float *ws[TIERS_KERNEL_MAXQ];
 			float *o[TIERS_KERNEL_MAXQ], *ow[TIERS_KERNEL_MAXQ];
 			for (int d0 = 0; d0 + 16 <= hd; d0 += 16) {
@@ -175,6 +176,12 @@ Test(tiers_kernels, values16_over_runs_equal_values_run_after_run_bit_for_bit)
 					ow[i] = want + (size_t)i * hd + d0;
 				}
 				tiers_values16_runs(ws, Q, run, RUNS, d0, o);
+				if (d0 % 32 == 0 && d0 + 32 <= hd) { /* 32 columns: the same sums */
+					float *o32[TIERS_KERNEL_MAXQ];
+					for (int i = 0; i < Q; i++)
+						o32[i] = got32 + (size_t)i * hd + d0;
+					tiers_values32_runs(ws, Q, run, RUNS, d0, o32);
+				}
 				const float *at[TIERS_KERNEL_MAXQ];
 				for (int m = 0, off = 0; m < RUNS; off += len[m++]) {
 					for (int i = 0; i < Q; i++)
@@ -184,6 +191,10 @@ Test(tiers_kernels, values16_over_runs_equal_values_run_after_run_bit_for_bit)
 			}
 			cr_assert(memcmp(got, want, (size_t)Q * hd * sizeof *got) == 0,
 				  "values over runs differ from tiers_values: hd %d, %d heads", hd, Q);
+			for (int i = 0; i < Q; i++) /* columns of whole 32-blocks */
+				cr_assert(memcmp(got32 + (size_t)i * hd, want + (size_t)i * hd, (size_t)(hd / 32 * 32) * sizeof *got) == 0,
+					  "values over runs, 32 columns at a time, differ: hd %d, %d heads", hd, Q);
+			free(got32);
 			for (int m = 0; m < RUNS; m++) {
 				free(rows[m]);
 				free(wide[m]);

@@ -11,6 +11,7 @@
 #define HSQ_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/threadpool.h"
 #include "hsq.h"
@@ -31,6 +32,14 @@ typedef struct hsq_backend_ops {
 	void (*download)(hsq_backend *be, float *dst, const float *src, size_t n_floats);
 	/* Backend buffer to backend buffer. */
 	void (*copy)(hsq_backend *be, float *dst, const float *src, size_t n_floats);
+	/* KV cache buffers: fp16 (IEEE half), zeroed; NULL when out of memory.
+	 * Rows go in rounded to nearest even (store: from a backend buffer;
+	 * upload: from the host) and come out widened exactly (download). */
+	uint16_t *(*alloc_kv)(hsq_backend *be, size_t n_halves);
+	void (*release_kv)(hsq_backend *be, uint16_t *buf);
+	void (*store_kv)(hsq_backend *be, uint16_t *dst, const float *src, size_t n);
+	void (*upload_kv)(hsq_backend *be, uint16_t *dst, const float *src, size_t n);
+	void (*download_kv)(hsq_backend *be, float *dst, const uint16_t *src, size_t n);
 
 	/* x[n_tok][n_embd] = rows `tokens` of the embedding table. */
 	void (*embed)(hsq_backend *be, const hsq_weight *table, const hsq_token *tokens, int n_tok, float *x);
@@ -47,8 +56,9 @@ typedef struct hsq_backend_ops {
 	/* Causal GQA attention. q[n_tok][n_head*hd]; caches hold `cap` rows of
 	 * [n_head_kv*hd], position p in row p % cap. Token t attends to
 	 * positions max(0, pos[t] - window + 1)..pos[t] (window 0: from 0).
-	 * Scores are q.k * scale. out[n_tok][n_head*hd]. */
-	void (*attention)(hsq_backend *be, const float *q, const float *k_cache, const float *v_cache, int cap,
+	 * Scores are q.k * scale. out[n_tok][n_head*hd]. The caches are fp16
+	 * (alloc_kv). */
+	void (*attention)(hsq_backend *be, const float *q, const uint16_t *k_cache, const uint16_t *v_cache, int cap,
 			  const int *pos, int n_tok, int n_head, int n_head_kv, int head_dim, int window, float scale,
 			  float *out);
 	/* gate[i] = silu(gate[i]) * up[i] for n floats. */
@@ -69,7 +79,7 @@ typedef struct hsq_backend_ops {
 	 * full_cap rows) when the recall probe is on, else NULL. The CPU twin
 	 * is tiers_attend (kv/tiers_attend.c). */
 	void (*attend_tiered)(hsq_backend *be, struct hsq_tiers *t, int layer, const float *q, const float *k,
-			      const float *v, const int *pos, int n, const float *full_k, const float *full_v,
+			      const float *v, const int *pos, int n, const uint16_t *full_k, const uint16_t *full_v,
 			      int full_cap, float *out);
 	/* The router's score of every group of one KV head for the G query
 	 * heads q[G][hd] that share it (an upper bound of q.k over the group's

@@ -17,7 +17,7 @@
 
 #include "common/fp16.h"
 #include "common/vec_f32.h"
-#if defined(__AVX512F__) || defined(__F16C__)
+#if defined(__AVX512F__) || defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -71,6 +71,29 @@ static inline float tail_dot_h(const float *a, const uint16_t *b, int from, int 
 		s += a[k] * hsq_f16_to_f32(b[k]);
 	return s;
 }
+
+/* dot_f32(a, b widened, n), bit for bit. */
+static inline float dot_h(const float *a, const uint16_t *b, int n)
+{
+	vf16 acc = { 0 };
+	int k = 0;
+	for (; k + 16 <= n; k += 16)
+		acc += load16(a + k) * load16_h(b + k);
+	return hsum16(acc) + tail_dot_h(a, b, k, n);
+}
+
+#if defined(__AVX2__)
+/* Eight halves widened (AVX2 kernels). */
+static inline __m256 load8_h(const uint16_t *p)
+{
+#if defined(__F16C__)
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+#else
+	return _mm256_setr_ps(hsq_f16_to_f32(p[0]), hsq_f16_to_f32(p[1]), hsq_f16_to_f32(p[2]), hsq_f16_to_f32(p[3]),
+			      hsq_f16_to_f32(p[4]), hsq_f16_to_f32(p[5]), hsq_f16_to_f32(p[6]), hsq_f16_to_f32(p[7]));
+#endif
+}
+#endif
 
 /* y[i] += w * x[i] over halves: axpy_f32 of the widened row. */
 static inline void axpy_h(float *y, float w, const uint16_t *x, int n)

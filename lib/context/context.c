@@ -29,9 +29,9 @@ void hsq_context_free(hsq_context *ctx)
 		int n_layer = ctx->model->info.n_layer;
 		for (int l = 0; l < n_layer; l++) {
 			if (ctx->k_cache)
-				o->release(be, ctx->k_cache[l]);
+				o->release_kv(be, ctx->k_cache[l]);
 			if (ctx->v_cache)
-				o->release(be, ctx->v_cache[l]);
+				o->release_kv(be, ctx->v_cache[l]);
 		}
 		float *bufs[] = { ctx->x, ctx->xb, ctx->q, ctx->k, ctx->v, ctx->att,
 				  ctx->proj, ctx->gate, ctx->up, ctx->logits };
@@ -101,8 +101,8 @@ hsq_status context_new(const hsq_model *model, const hsq_context_params *params,
 	for (int l = 0; l < mi->n_layer && with_kv; l++) {
 		int w = model->layers[l].window;
 		ctx->kv_cap[l] = w && w + p.n_batch < p.n_ctx ? w + p.n_batch : p.n_ctx;
-		ctx->k_cache[l] = be->ops->alloc(be, (size_t)ctx->kv_cap[l] * kvw);
-		ctx->v_cache[l] = be->ops->alloc(be, (size_t)ctx->kv_cap[l] * kvw);
+		ctx->k_cache[l] = be->ops->alloc_kv(be, (size_t)ctx->kv_cap[l] * kvw);
+		ctx->v_cache[l] = be->ops->alloc_kv(be, (size_t)ctx->kv_cap[l] * kvw);
 		if (!ctx->k_cache[l] || !ctx->v_cache[l])
 			goto nomem;
 	}
@@ -123,19 +123,19 @@ hsq_status context_new(const hsq_model *model, const hsq_context_params *params,
 	return HSQ_OK;
 nomem:
 	st = hsq_fail(HSQ_ERR_NOMEM, "out of memory for a %d-token context (%.1f MiB of KV cache); ask for a smaller context",
-		      p.n_ctx, 2.0 * mi->n_layer * p.n_ctx * (double)context_kv_width(ctx) * 4 / 1048576.0);
+		      p.n_ctx, 2.0 * mi->n_layer * p.n_ctx * (double)context_kv_width(ctx) * 2 / 1048576.0);
 fail:
 	hsq_context_free(ctx);
 	return st;
 }
 
 /* Writes n rows for positions p0.. into a layer cache of cap rows (ring). */
-static void store_rows(hsq_backend *be, float *cache, int cap, size_t width, int p0, int n, const float *rows)
+static void store_rows(hsq_backend *be, uint16_t *cache, int cap, size_t width, int p0, int n, const float *rows)
 {
 	int r0 = p0 % cap, first = cap - r0 < n ? cap - r0 : n;
-	be->ops->copy(be, cache + (size_t)r0 * width, rows, (size_t)first * width);
+	be->ops->store_kv(be, cache + (size_t)r0 * width, rows, (size_t)first * width);
 	if (first < n)
-		be->ops->copy(be, cache, rows + (size_t)first * width, (size_t)(n - first) * width);
+		be->ops->store_kv(be, cache, rows + (size_t)first * width, (size_t)(n - first) * width);
 }
 
 /* Keeps the chunk's queries of the last HSQ_OBS_MAX positions (the
@@ -215,14 +215,14 @@ void context_kv_read(const hsq_context *ctx, int l, int which, int p0, int n, fl
 {
 	size_t width = context_kv_width(ctx);
 	int cap = ctx->kv_cap[l], oldest = ctx->n_past - cap;
-	const float *cache = which ? ctx->v_cache[l] : ctx->k_cache[l];
+	const uint16_t *cache = which ? ctx->v_cache[l] : ctx->k_cache[l];
 	for (int i = 0; i < n; i++) {
 		int p = p0 + i;
 		float *dst = host + (size_t)i * width;
 		if (p < oldest || p >= ctx->n_past)
 			memset(dst, 0, width * sizeof *dst);
 		else
-			ctx->backend->ops->download(ctx->backend, dst, cache + (size_t)(p % cap) * width, width);
+			ctx->backend->ops->download_kv(ctx->backend, dst, cache + (size_t)(p % cap) * width, width);
 	}
 }
 
@@ -247,12 +247,12 @@ void context_kv_write(hsq_context *ctx, int l, int which, int n_tokens, uint64_t
 {
 	size_t width = context_kv_width(ctx);
 	int cap = ctx->kv_cap[l], oldest = n_tokens - cap;
-	float *cache = which ? ctx->v_cache[l] : ctx->k_cache[l];
+	uint16_t *cache = which ? ctx->v_cache[l] : ctx->k_cache[l];
 	while (n) {
 		int p = (int)(off / width);
 		size_t col = off % width, take = width - col < n ? width - col : n;
 		if (p >= oldest && p < n_tokens)
-			ctx->backend->ops->upload(ctx->backend, cache + (size_t)(p % cap) * width + col, src, take);
+			ctx->backend->ops->upload_kv(ctx->backend, cache + (size_t)(p % cap) * width + col, src, take);
 		off += take;
 		src += take;
 		n -= take;

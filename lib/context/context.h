@@ -15,13 +15,13 @@ struct hsq_context {
 	int n_past;       /* positions filled */
 	hsq_token *tokens; /* [n_ctx] tokens at positions 0..n_past-1 (host) */
 	/* KV cache, backend memory, one buffer per layer:
-	 * k_cache[l], v_cache[l]: [kv_cap[l]][n_head_kv * head_dim] fp32, K
+	 * k_cache[l], v_cache[l]: [kv_cap[l]][n_head_kv * head_dim] fp16, K
 	 * after RoPE; position p lives in row p % kv_cap[l]. Full-attention
 	 * layers hold n_ctx rows; sliding-window layers a ring of window +
 	 * n_batch rows (a chunk writes its rows before attending, so the ring
 	 * must hold the window behind the chunk's first token plus the chunk). */
-	float **k_cache;
-	float **v_cache;
+	uint16_t **k_cache;
+	uint16_t **v_cache;
 	int *kv_cap;
 	/* Activations for one chunk of n_batch tokens (backend memory). */
 	float *x;      /* [n_batch][n_embd] residual stream */

@@ -1,6 +1,6 @@
 /* tiers.c - building the HSQ tiers from a full KV cache, and their storage.
  *
- * tiers_build turns the fp32 cache of a prefilled context into the layout
+ * tiers_build turns the full (fp16) cache of a prefilled context into the layout
  * of tiers.h. The reader and the compressor are the non-learned defaults
  * of hsq(7): the reader scores each token by the attention mass the last
  * obs_window queries give it (or by key norm), the compressor averages a

@@ -389,10 +389,10 @@ hsq_status tiers_build(const kv_view *kv, struct hsq_tiers *t);
 /* The attention of one layer for a chunk of n tokens: appends k, v (after
  * RoPE, [n][n_head_kv * head_dim]) to the tail, then every token attends
  * to L1, the summaries of unfetched groups, the fetched groups and the
- * tail up to its position. full_k/full_v: the layer's full cache (ring of
- * full_cap rows) when the recall probe is on, else NULL. */
+ * tail up to its position. full_k/full_v: the layer's full cache (fp16,
+ * ring of full_cap rows) when the recall probe is on, else NULL. */
 void tiers_attend(struct hsq_tiers *t, int layer, const float *q, const float *k, const float *v, const int *pos,
-		  int n, const float *full_k, const float *full_v, int full_cap, float *out, hsq_pool *pool,
+		  int n, const uint16_t *full_k, const uint16_t *full_v, int full_cap, float *out, hsq_pool *pool,
 		  tier_score_fn score, void *score_user);
 
 /* Sizes scratch, trace buffers, tail and RoPE tables for a chunk of n

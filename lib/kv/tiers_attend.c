@@ -142,7 +142,7 @@ typedef struct attend_job {
 	const int *pos;        /* [n] */
 	int n;
 	int budget;            /* tokens per head; INT_MAX = every group */
-	const float *full_k, *full_v; /* probe: the layer's full cache (ring) or NULL */
+	const uint16_t *full_k, *full_v; /* probe: the layer's full cache (fp16 ring) or NULL */
 	int full_cap;
 	float *out;            /* [n][n_head * hd] */
 	int32_t *trace;        /* [n * H][max_groups] fetched group ids */
@@ -476,7 +476,7 @@ static void attend_task(void *arg, int task, int thread)
 		int np = p + 1 - wfirst;
 		for (int i = 0; i < np; i++) {
 			int row = (wfirst + i) % j->full_cap;
-			x->ps[i] = dot_f32(q, j->full_k + (size_t)row * kvw + (size_t)g * hd, hd) * t->attn_scale;
+			x->ps[i] = dot_h(q, j->full_k + (size_t)row * kvw + (size_t)g * hd, hd) * t->attn_scale;
 			pm = x->ps[i] > pm ? x->ps[i] : pm;
 		}
 		for (int i = 0; i < np; i++) {
@@ -714,7 +714,7 @@ static int split_attend(const attend_job *j, hsq_pool *pool)
 }
 
 void tiers_attend(struct hsq_tiers *t, int layer, const float *q, const float *k, const float *v, const int *pos,
-		  int n, const float *full_k, const float *full_v, int full_cap, float *out, hsq_pool *pool,
+		  int n, const uint16_t *full_k, const uint16_t *full_v, int full_cap, float *out, hsq_pool *pool,
 		  tier_score_fn score, void *score_user)
 {
 	tier_layer *L = &t->layers[layer];

@@ -72,17 +72,6 @@ static inline void tiers_prefetch_rows(const uint16_t *rows, size_t ld, int n, i
 
 #include "common/vec_f32_avx2.h"
 
-/* Eight halves widened. */
-static inline __m256 load8_h(const uint16_t *p)
-{
-#if defined(__F16C__)
-	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-#else
-	return _mm256_setr_ps(hsq_f16_to_f32(p[0]), hsq_f16_to_f32(p[1]), hsq_f16_to_f32(p[2]), hsq_f16_to_f32(p[3]),
-			      hsq_f16_to_f32(p[4]), hsq_f16_to_f32(p[5]), hsq_f16_to_f32(p[6]), hsq_f16_to_f32(p[7]));
-#endif
-}
-
 static inline __attribute__((always_inline)) void tiers_scores_q(const float *const *q, const int Q, const uint16_t *k,
 								  size_t ldk, int n, int hd, float scale,
 								  const float *bias, float *const *s)

@@ -1,6 +1,7 @@
 /* snapshot_load.c - resume a context from a snapshot (hsq_snapshot_load):
  * checks that the file was written by this model, then fills a new
  * context's full KV cache, or its tiers, from the sections. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,24 +28,29 @@ typedef struct kv_sink {
 	uint64_t plane_bytes; /* n_tokens * width * 4: one layer's K or V */
 } kv_sink;
 
-/* Index of the first of n little-endian f32 at p whose exponent bits are
- * all ones (an infinity or a NaN), or n. Blocks of 16 with no early exit
- * inside, so the compiler can vectorise the common case. */
-static size_t first_non_finite(const uint8_t *p, size_t n)
+/* Magnitudes from here on (65520, bits 0x477ff000) round to an fp16
+ * infinity, and infinities and NaNs lie above it. */
+#define F16_OVERFLOW_BITS 0x477ff000u
+
+/* Index of the first of n little-endian f32 at p that the fp16 cache
+ * cannot hold (an infinity, a NaN, or a magnitude that rounds to an fp16
+ * infinity), or n. Blocks of 16 with no early exit inside, so the compiler
+ * can vectorise the common case. */
+static size_t first_beyond_f16(const uint8_t *p, size_t n)
 {
 	size_t i = 0;
 	for (; i + 16 <= n; i += 16) {
 		uint32_t w[16], bad = 0;
 		memcpy(w, p + 4 * i, sizeof w);
 		for (int j = 0; j < 16; j++)
-			bad |= (w[j] & 0x7f800000u) == 0x7f800000u;
+			bad |= (w[j] & 0x7fffffffu) >= F16_OVERFLOW_BITS;
 		if (bad)
 			break;
 	}
 	for (; i < n; i++) {
 		uint32_t u;
 		memcpy(&u, p + 4 * i, 4);
-		if ((u & 0x7f800000u) == 0x7f800000u)
+		if ((u & 0x7fffffffu) >= F16_OVERFLOW_BITS)
 			return i;
 	}
 	return n;
@@ -60,12 +66,19 @@ static hsq_status to_cache(void *arg, uint64_t raw_off, const uint8_t *data, siz
 	while (n) {
 		uint64_t plane = raw_off / k->plane_bytes, within = raw_off % k->plane_bytes;
 		size_t take = k->plane_bytes - within < n ? (size_t)(k->plane_bytes - within) : n;
-		/* A cache that decodes to NaN or infinity would poison every
+		/* A cache that decodes to NaN or infinity (or to a value the
+		 * fp16 cache would hold as infinity) would poison every
 		 * attention it enters. */
-		size_t at = first_non_finite(data, take / 4);
+		size_t at = first_beyond_f16(data, take / 4);
 		if (at < take / 4) {
 			uint64_t width = k->plane_bytes / 4 / (uint64_t)(k->n_tokens ? k->n_tokens : 1);
 			uint64_t elem = within / 4 + at;
+			float f;
+			memcpy(&f, data + 4 * at, 4);
+			if (isfinite(f))
+				return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'kv.full' holds %g (layer %d %s, token %llu, channel %llu), beyond the fp16 range (65504) of the cache this runtime holds",
+						k->path, (double)f, (int)(plane / 2), plane % 2 ? "V" : "K",
+						(unsigned long long)(elem / width), (unsigned long long)(elem % width));
 			return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'kv.full' holds a non-finite value (layer %d %s, token %llu, channel %llu); the file is damaged",
 					k->path, (int)(plane / 2), plane % 2 ? "V" : "K",
 					(unsigned long long)(elem / width), (unsigned long long)(elem % width));

@@ -2,8 +2,9 @@
  * golden_arch.h - per-row checks shared by the qwen3 and gemma3 golden
  * tests: final-position logits against an fp64 numpy forward (tight) and
  * llama.cpp (bounded by llama.cpp's own distance to numpy), and greedy
- * continuations against numpy token for token (llama.cpp informational:
- * its 8-bit activations and f16 KV resolve near-ties differently).
+ * continuations against numpy token for token up to a near tie (llama.cpp
+ * informational: its 8-bit activations and f16 KV resolve near-ties
+ * differently).
  *
  * Manifest rows (tests/ref/make_qwen3_golden.py, make_gemma_golden.py),
  * after `off` leading columns (qwen3 has a model column):
@@ -15,7 +16,14 @@
 
 #include "golden_util.h"
 
-#define GA_NP_REL_TOL 2e-4 /* of the logit range: fp32 vs fp64 rounding */
+/* Of the logit range: fp32 arithmetic over an fp16 KV cache against fp64
+ * (the cache's rounding measured up to 3.5e-4 on these prompts, fp32 alone
+ * under 1e-6; test_golden.c allows the same); a kernel that quantized
+ * activations would be about a logit away. */
+#define GA_NP_REL_TOL 1e-3
+/* A greedy step whose exact top-2 logits are closer than this may go
+ * either way: the fp16 cache moves logits by up to about 1e-2 (above). */
+#define GA_TIE_GAP 0.02
 #define GA_LLAMA_SLACK 1.5
 #define GA_LLAMA_PAD 0.05
 
@@ -101,8 +109,13 @@ static GU_UNUSED int ga_check_greedy(hsq_model *m, const gu_row *r, int off, con
 	int fail = 0;
 	if (d_np >= 0) {
 		gu_report_divergence(m, "numpy (fp64)", name, got, np, np_gaps, n_npg, d_np);
-		fprintf(stderr, "FAIL: %s/%s: greedy differs from the exact reference\n", label, name);
-		fail = 1;
+		if ((size_t)d_np < n_npg && np_gaps[d_np] < GA_TIE_GAP) {
+			fprintf(stderr, "  %s/%s: a near tie (reference gap %.4f < %.2f), which the fp16 cache may "
+				"resolve either way\n", label, name, np_gaps[d_np], GA_TIE_GAP);
+		} else {
+			fprintf(stderr, "FAIL: %s/%s: greedy differs from the exact reference\n", label, name);
+			fail = 1;
+		}
 	}
 	if (d_ll >= 0)
 		gu_report_divergence(m, "llama.cpp (8-bit activations, f16 KV; informational)", name, got, ll, ll_gaps,

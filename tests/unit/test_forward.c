@@ -161,6 +161,16 @@ Test(backend, fused_kquant_matmul_matches_dequant_for_every_batch_shape)
 	check_fused_type(GGML_TYPE_Q6_K, 210);
 }
 
+/* The KV cache is fp16: n values rounded to halves in place (the naive
+ * references below then see what the cache holds), their halves in h. */
+static void to_halves(float *x, uint16_t *h, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		h[i] = hsq_f32_to_f16(x[i]);
+		x[i] = hsq_f16_to_f32(h[i]);
+	}
+}
+
 /* Naive double-precision attention of token t over positions
  * max(0, t - window + 1)..t of linear caches. */
 static void naive_attention(const float *q, const float *k, const float *v, int t, int h, int NH, int NKV, int HD,
@@ -198,12 +208,14 @@ Test(backend, attention_matches_naive_causal_gqa_and_window)
 	cr_assert_eq(be->ops->prepare(be, &fake, NT), HSQ_OK);
 	unsigned s = 7;
 	float q[NT * NH * HD], k[NT * NKV * HD], v[NT * NKV * HD], out[NT * NH * HD];
-	float kr[CAP * NKV * HD], vr[CAP * NKV * HD];
+	uint16_t kh[NT * NKV * HD], vh[NT * NKV * HD], kr[CAP * NKV * HD], vr[CAP * NKV * HD];
 	int pos[NT];
 	for (int i = 0; i < NT * NH * HD; i++) q[i] = frand(&s) * 2;
 	for (int i = 0; i < NT * NKV * HD; i++) { k[i] = frand(&s) * 2; v[i] = frand(&s); }
+	to_halves(k, kh, NT * NKV * HD);
+	to_halves(v, vh, NT * NKV * HD);
 	for (int t = 0; t < NT; t++) pos[t] = t;
-	be->ops->attention(be, q, k, v, NT, pos, NT, NH, NKV, HD, 0, 1.0f / sqrtf(HD), out);
+	be->ops->attention(be, q, kh, vh, NT, pos, NT, NH, NKV, HD, 0, 1.0f / sqrtf(HD), out);
 	double o[HD];
 	for (int t = 0; t < NT; t++)
 		for (int h = 0; h < NH; h++) {
@@ -213,8 +225,8 @@ Test(backend, attention_matches_naive_causal_gqa_and_window)
 		}
 	/* one token at a time, the ring holding the last CAP positions */
 	for (int t = 0; t < NT; t++) {
-		memcpy(kr + (t % CAP) * NKV * HD, k + t * NKV * HD, sizeof(float) * NKV * HD);
-		memcpy(vr + (t % CAP) * NKV * HD, v + t * NKV * HD, sizeof(float) * NKV * HD);
+		memcpy(kr + (t % CAP) * NKV * HD, kh + t * NKV * HD, sizeof *kh * NKV * HD);
+		memcpy(vr + (t % CAP) * NKV * HD, vh + t * NKV * HD, sizeof *vh * NKV * HD);
 		be->ops->attention(be, q + t * NH * HD, kr, vr, CAP, &pos[t], 1, NH, NKV, HD, W, 1.0f / sqrtf(HD), out);
 		for (int h = 0; h < NH; h++) {
 			naive_attention(q, k, v, t, h, NH, NKV, HD, W, o);
@@ -248,14 +260,17 @@ Test(backend, window_attention_is_batch_invariant)
 	unsigned s = 5;
 	for (size_t i = 0; i < nq; i++) q[i] = frand(&s) * 2;
 	for (size_t i = 0; i < nkv; i++) { k[i] = frand(&s) * 2; v[i] = frand(&s); }
+	uint16_t *kh = malloc(nkv * 2), *vh = malloc(nkv * 2);
+	to_halves(k, kh, nkv);
+	to_halves(v, vh, nkv);
 	int pos[NT];
 	for (int t = 0; t < NT; t++) pos[t] = P0 + t; /* row p % CAP: the last windows wrap */
 	for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
 		int nh = shapes[c][0], nkvh = shapes[c][1], hd = shapes[c][2];
 		float sc = 1.0f / sqrtf((float)hd);
-		be->ops->attention(be, q, k, v, CAP, pos, NT, nh, nkvh, hd, W, sc, out);
+		be->ops->attention(be, q, kh, vh, CAP, pos, NT, nh, nkvh, hd, W, sc, out);
 		for (int t = 0; t < NT; t++) {
-			be->ops->attention(be, q + (size_t)t * nh * hd, k, v, CAP, &pos[t], 1, nh, nkvh, hd, W, sc, one);
+			be->ops->attention(be, q + (size_t)t * nh * hd, kh, vh, CAP, &pos[t], 1, nh, nkvh, hd, W, sc, one);
 			cr_assert(memcmp(out + (size_t)t * nh * hd, one, (size_t)nh * hd * 4) == 0,
 				  "shape %zu token %d: the batch differs from one token at a time", c, t);
 			for (int h = 0; h < nh; h++) { /* naive, over positions pos - W + 1 .. pos */
@@ -283,7 +298,7 @@ Test(backend, window_attention_is_batch_invariant)
 		}
 	}
 	be->ops->destroy(be);
-	free(q); free(k); free(v); free(out); free(one);
+	free(q); free(k); free(v); free(kh); free(vh); free(out); free(one);
 }
 
 /* Global layers with several tokens run blocked (a block of tokens per KV
@@ -313,14 +328,17 @@ Test(backend, blocked_attention_is_batch_invariant)
 	unsigned s = 11;
 	for (size_t i = 0; i < nq; i++) q[i] = frand(&s) * 2;
 	for (size_t i = 0; i < nkv; i++) { k[i] = frand(&s) * 2; v[i] = frand(&s); }
+	uint16_t *kh = malloc(nkv * 2), *vh = malloc(nkv * 2);
+	to_halves(k, kh, nkv);
+	to_halves(v, vh, nkv);
 	int pos[NT];
 	for (int t = 0; t < NT; t++) pos[t] = FIRST + t; /* rows 0..FIRST-1 came before */
 	for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
 		int nh = shapes[c][0], nkvh = shapes[c][1], hd = shapes[c][2];
 		float sc = 1.0f / sqrtf((float)hd);
-		be->ops->attention(be, q, k, v, FIRST + NT, pos, NT, nh, nkvh, hd, 0, sc, out);
+		be->ops->attention(be, q, kh, vh, FIRST + NT, pos, NT, nh, nkvh, hd, 0, sc, out);
 		for (int t = 0; t < NT; t++) {
-			be->ops->attention(be, q + (size_t)t * nh * hd, k, v, FIRST + NT, &pos[t], 1, nh, nkvh, hd, 0, sc,
+			be->ops->attention(be, q + (size_t)t * nh * hd, kh, vh, FIRST + NT, &pos[t], 1, nh, nkvh, hd, 0, sc,
 					   one);
 			cr_assert(memcmp(out + (size_t)t * nh * hd, one, (size_t)nh * hd * 4) == 0,
 				  "shape %zu token %d: the batch differs from one token at a time", c, t);
@@ -346,7 +364,7 @@ Test(backend, blocked_attention_is_batch_invariant)
 		}
 	}
 	be->ops->destroy(be);
-	free(q); free(k); free(v); free(out); free(one);
+	free(q); free(k); free(v); free(kh); free(vh); free(out); free(one);
 }
 
 Test(backend, rope_rotates_pairs_by_position)

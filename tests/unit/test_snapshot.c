@@ -189,13 +189,13 @@ static hsq_context *make_context(const hsq_model *m, int n_tok)
 }
 
 /* Rows 0..n_past-1 of one cache buffer, copied to the host. */
-static float *cache_rows(const hsq_context *ctx, const float *buf)
+static float *cache_rows(const hsq_context *ctx, const uint16_t *buf)
 {
 	size_t n = (size_t)ctx->n_past * context_kv_width(ctx);
 	float *h = malloc(n ? n * sizeof *h : 1);
 	cr_assert_not_null(h);
 	if (n)
-		ctx->backend->ops->download(ctx->backend, h, buf, n);
+		ctx->backend->ops->download_kv(ctx->backend, h, buf, n);
 	return h;
 }
 
@@ -1071,9 +1071,11 @@ Test(snapshot, non_finite_cache_is_refused)
 	hsq_status st;
 	tsec base[3] = { section_as_is(&f, "meta"), section_as_is(&f, "tokens"), section_as_is(&f, "kv.full") };
 	tsec k[3] = { base[0], base[1], base[2] };
-	/* A cache that decodes to NaN or infinity, written raw and as the
-	 * writer encodes it (chunks of a layer's K or V, shuffled). */
-	static const uint32_t nonfinite[] = { 0x7fc00000u, 0xff800000u, 0x7f800001u };
+	/* A cache that decodes to NaN or infinity, or to a value that the
+	 * fp16 cache would hold as infinity (65520 and -1e9: finite in f32),
+	 * written raw and as the writer encodes it (chunks of a layer's K or
+	 * V, shuffled). */
+	static const uint32_t nonfinite[] = { 0x7fc00000u, 0xff800000u, 0x7f800001u, 0x477ff000u, 0xce6e6b28u };
 	size_t plane = raw_n / 2 / (size_t)f.model->info.n_layer;
 	for (size_t i = 0; i < sizeof nonfinite / sizeof *nonfinite; i++) {
 		for (int enc_kind = 0; enc_kind < 2; enc_kind++) {
@@ -1093,7 +1095,8 @@ Test(snapshot, non_finite_cache_is_refused)
 			cr_assert_eq(st, HSQ_ERR_FORMAT, "non-finite %08x: got %s (%s)", nonfinite[i], hsq_strerror(st),
 				     hsq_last_error());
 			cr_assert(strstr(hsq_last_error(), p) && strstr(hsq_last_error(), "'kv.full'") &&
-					  strstr(hsq_last_error(), "non-finite") && strstr(hsq_last_error(), "layer 1 V"),
+					  strstr(hsq_last_error(), i < 3 ? "non-finite" : "beyond the fp16 range") &&
+					  strstr(hsq_last_error(), "layer 1 V"),
 				  "%s", hsq_last_error());
 			free(enc);
 			free(poisoned);

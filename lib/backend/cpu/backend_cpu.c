@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "common/error.h"
 #include "common/threadpool.h"
+#include "common/vec_f16.h"
 #include "common/vec_f32.h"
 #include "model/dequant.h"
 #include "model/ggml_types.h"
@@ -123,16 +124,17 @@ static void tile_4x1(const float *w, int ldw, const float *x, int n, float *y)
 		y[r] = hsum16(acc[r]) + tail_dot(w + (size_t)r * ldw, x, k, n);
 }
 
-/* 4 keys against 4 queries (pointers: a block's queries are not evenly
- * spaced): s[i][r] = k_r . q_i, each in the dot_f32 order, so equal to
- * tile_4x1 and dot_f32 bit for bit. tile_4x4 with pointers; making
- * tile_4x4 call this one slowed gemma's matmul by a fifth (measured). */
-static void tile_4x4q(const float *k, int ldk, const float *const *q, int n, float *const *s)
+/* 4 fp16 keys (the KV cache) against 4 queries (pointers: a block's
+ * queries are not evenly spaced): s[i][r] = k_r . q_i, each in the dot_f32
+ * order over the widened key, so equal to tile_4x1h and dot_h bit for bit.
+ * tile_4x4 with pointers; making tile_4x4 call this one slowed gemma's
+ * matmul by a fifth (measured). */
+static void tile_4x4q(const uint16_t *k, int ldk, const float *const *q, int n, float *const *s)
 {
 #ifdef HSQ_CPU_AVX2
 	for (int i0 = 0; i0 < 4; i0 += 2)
 		for (int r0 = 0; r0 < 4; r0 += 2)
-			tile_2x2q8(k, ldk, q, n, s, r0, i0);
+			tile_2x2q8h(k, ldk, q, n, s, r0, i0);
 	return;
 #endif
 	/* unrolled completely, or gcc 12 keeps kv and acc on the stack (a
@@ -143,7 +145,7 @@ static void tile_4x4q(const float *k, int ldk, const float *const *q, int n, flo
 		vf16 kv[4], qv[4];
 #pragma GCC unroll 4
 		for (int r = 0; r < 4; r++)
-			kv[r] = load16(k + (size_t)r * ldk + d);
+			kv[r] = load16_h(k + (size_t)r * ldk + d);
 #pragma GCC unroll 4
 		for (int i = 0; i < 4; i++)
 			qv[i] = load16(q[i] + d);
@@ -163,7 +165,23 @@ static void tile_4x4q(const float *k, int ldk, const float *const *q, int n, flo
 	for (int i = 0; i < 4; i++)
 #pragma GCC unroll 4
 		for (int r = 0; r < 4; r++)
-			s[i][r] = hsum16(acc[i][r]) + tail_dot(k + (size_t)r * ldk, q[i], d, n);
+			s[i][r] = hsum16(acc[i][r]) + tail_dot_h(q[i], k + (size_t)r * ldk, d, n);
+}
+
+/* 4 fp16 keys, one query: s[r] = dot_h(q, k_r, n), the decode path. */
+static void tile_4x1h(const uint16_t *k, int ldk, const float *q, int n, float *s)
+{
+	vf16 acc[4] = { { 0 } };
+	int d = 0;
+	for (; d + 16 <= n; d += 16) {
+		vf16 qv = load16(q + d);
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++)
+			acc[r] += load16_h(k + (size_t)r * ldk + d) * qv;
+	}
+#pragma GCC unroll 4
+	for (int r = 0; r < 4; r++)
+		s[r] = hsum16(acc[r]) + tail_dot_h(q, k + (size_t)r * ldk, d, n);
 }
 
 typedef struct matmul_job {
@@ -534,7 +552,8 @@ static void cpu_rope(hsq_backend *be, float *x, const int *pos, int n_tok, int n
 
 typedef struct attn_job {
 	cpu_backend *cb;
-	const float *q, *k, *v; /* caches of cap rows */
+	const float *q;
+	const uint16_t *k, *v;  /* fp16 caches of cap rows */
 	int cap;
 	const int *pos;
 	int n_tok, n_head, n_head_kv, head_dim, window;
@@ -590,7 +609,7 @@ static void attn_task(void *arg, int task, int thread)
 	int g = h / (j->n_head / j->n_head_kv);
 	size_t kvw = (size_t)j->n_head_kv * hd;
 	const float *q = j->q + ((size_t)t * j->n_head + h) * hd;
-	const float *kb = j->k + (size_t)g * hd, *vb = j->v + (size_t)g * hd;
+	const uint16_t *kb = j->k + (size_t)g * hd, *vb = j->v + (size_t)g * hd;
 	float *out = j->out + ((size_t)t * j->n_head + h) * hd;
 	float *s = j->cb->scores + (size_t)thread * ATTN_MAXQ * j->cb->n_ctx;
 	int first = j->window && j->pos[t] + 1 > j->window ? j->pos[t] + 1 - j->window : 0;
@@ -600,13 +619,13 @@ static void attn_task(void *arg, int task, int thread)
 	int r0 = first % cap, run = cap - r0 < n ? cap - r0 : n;
 	int p = 0;
 	for (; p + 4 <= run; p += 4) /* 4 keys at once: same order as dot_f32 */
-		tile_4x1(kb + (r0 + p) * kvw, (int)kvw, q, hd, s + p);
+		tile_4x1h(kb + (r0 + p) * kvw, (int)kvw, q, hd, s + p);
 	for (; p < run; p++)
-		s[p] = dot_f32(q, kb + (r0 + p) * kvw, hd);
+		s[p] = dot_h(q, kb + (r0 + p) * kvw, hd);
 	for (; p + 4 <= n; p += 4)
-		tile_4x1(kb + (p - run) * kvw, (int)kvw, q, hd, s + p);
+		tile_4x1h(kb + (p - run) * kvw, (int)kvw, q, hd, s + p);
 	for (; p < n; p++)
-		s[p] = dot_f32(q, kb + (p - run) * kvw, hd);
+		s[p] = dot_h(q, kb + (p - run) * kvw, hd);
 	softmax_weights(s, n, j->scale);
 	int d0 = 0;
 #ifdef HSQ_CPU_AVX2
@@ -618,7 +637,7 @@ static void attn_task(void *arg, int task, int thread)
 		vf16 acc = { 0 };
 		for (p = 0; p < n; p++) {
 			size_t row = p < run ? (size_t)(r0 + p) : (size_t)(p - run);
-			acc += s[p] * load16(vb + row * kvw + d0);
+			acc += s[p] * load16_h(vb + row * kvw + d0);
 		}
 		memcpy(out + d0, &acc, sizeof acc);
 	}
@@ -626,7 +645,7 @@ static void attn_task(void *arg, int task, int thread)
 		float o = 0.0f;
 		for (p = 0; p < n; p++) {
 			size_t row = p < run ? (size_t)(r0 + p) : (size_t)(p - run);
-			o += s[p] * vb[row * kvw + d];
+			o += s[p] * hsq_f16_to_f32(vb[row * kvw + d]);
 		}
 		out[d] = o;
 	}
@@ -639,7 +658,7 @@ static void attn_task(void *arg, int task, int thread)
  * with p0 = 0, which starts the sums); between calls a sum waits in
  * out[i], stored and reloaded exactly, so a run of calls over consecutive
  * ranges gives the bits of one call over them all. */
-static inline __attribute__((always_inline)) void attn_values(const float *vb, size_t kvw, int hd,
+static inline __attribute__((always_inline)) void attn_values(const uint16_t *vb, size_t kvw, int hd,
 							      float *const *w, const int *n, float *const *out,
 							      const int Q, int p0, int p1, int first)
 {
@@ -660,13 +679,13 @@ static inline __attribute__((always_inline)) void attn_values(const float *vb, s
 				acc[i] = load16(out[i] + d0);
 		int p = p0;
 		for (; p < lo; p++) {
-			vf16 v = load16(vb + (size_t)p * kvw + d0);
+			vf16 v = load16_h(vb + (size_t)p * kvw + d0);
 #pragma GCC unroll 8
 			for (int i = 0; i < Q; i++)
 				acc[i] += w[i][p] * v;
 		}
 		for (; p < hi; p++) {
-			vf16 v = load16(vb + (size_t)p * kvw + d0);
+			vf16 v = load16_h(vb + (size_t)p * kvw + d0);
 #pragma GCC unroll 8
 			for (int i = 0; i < Q; i++)
 				if (p < n[i])
@@ -679,7 +698,7 @@ static inline __attribute__((always_inline)) void attn_values(const float *vb, s
 		for (int d = d0; d < hd; d++) {
 			float o = first ? 0.0f : out[i][d];
 			for (int p = p0; p < n[i] && p < p1; p++)
-				o += w[i][p] * vb[(size_t)p * kvw + d];
+				o += w[i][p] * hsq_f16_to_f32(vb[(size_t)p * kvw + d]);
 			out[i][d] = o;
 		}
 }
@@ -689,12 +708,12 @@ static inline __attribute__((always_inline)) void attn_values(const float *vb, s
  * 4 keys x 4 queries at a time, then 4 keys x 1 query, then one key at a
  * time, as attn_task does for each query (tile_4x4q equals tile_4x1 and
  * dot_f32 bit for bit). */
-static void heads_scores(const float *kb, size_t kvw, int hd, const float *const *q, int Q, int p0, int p1,
+static void heads_scores(const uint16_t *kb, size_t kvw, int hd, const float *const *q, int Q, int p0, int p1,
 			 float *const *s, int o)
 {
 	int p = p0;
 	for (; p + 4 <= p1; p += 4) {
-		const float *k4 = kb + (size_t)p * kvw;
+		const uint16_t *k4 = kb + (size_t)p * kvw;
 		int i = 0;
 		for (; i + 4 <= Q; i += 4) {
 			float *s4[4] = { s[i] + o + p - p0, s[i + 1] + o + p - p0, s[i + 2] + o + p - p0,
@@ -702,11 +721,11 @@ static void heads_scores(const float *kb, size_t kvw, int hd, const float *const
 			tile_4x4q(k4, (int)kvw, q + i, hd, s4);
 		}
 		for (; i < Q; i++)
-			tile_4x1(k4, (int)kvw, q[i], hd, s[i] + o + p - p0);
+			tile_4x1h(k4, (int)kvw, q[i], hd, s[i] + o + p - p0);
 	}
 	for (; p < p1; p++)
 		for (int i = 0; i < Q; i++)
-			s[i][o + p - p0] = dot_f32(q[i], kb + (size_t)p * kvw, hd);
+			s[i][o + p - p0] = dot_h(q[i], kb + (size_t)p * kvw, hd);
 }
 
 /* Sliding-window layers in a batch: the query heads that share a KV head
@@ -723,7 +742,7 @@ static void attn_heads_task(void *arg, int task, int thread)
 	int hd = j->head_dim, rep = j->n_head / j->n_head_kv;
 	int t = task / j->n_head_kv, g = task % j->n_head_kv;
 	size_t kvw = (size_t)j->n_head_kv * hd;
-	const float *kb = j->k + (size_t)g * hd, *vb = j->v + (size_t)g * hd;
+	const uint16_t *kb = j->k + (size_t)g * hd, *vb = j->v + (size_t)g * hd;
 	const float *q[ATTN_MAXQ] = { 0 };
 	float *out[ATTN_MAXQ] = { 0 }, *s[ATTN_MAXQ] = { 0 }, *s2[ATTN_MAXQ] = { 0 };
 	int first = j->window && j->pos[t] + 1 > j->window ? j->pos[t] + 1 - j->window : 0;
@@ -745,7 +764,7 @@ static void attn_heads_task(void *arg, int task, int thread)
 	for (int i = 0; i < rep; i++)
 		softmax_weights(s[i], n, j->scale);
 	for (int part = 0; part < 2; part++) {
-		const float *rows = part ? vb : vb + (size_t)r0 * kvw;
+		const uint16_t *rows = part ? vb : vb + (size_t)r0 * kvw;
 		float *const *w = part ? s2 : s;
 		const int *np = part ? n2 : nn;
 		int len = part ? n - run : run;
@@ -779,7 +798,7 @@ static void attn_block_task(void *arg, int task, int thread)
 	int g = task / n_blocks, t0 = (task % n_blocks) * j->tok_block;
 	int t1 = t0 + j->tok_block < j->n_tok ? t0 + j->tok_block : j->n_tok;
 	size_t kvw = (size_t)j->n_head_kv * hd;
-	const float *kb = j->k + (size_t)g * hd, *vb = j->v + (size_t)g * hd;
+	const uint16_t *kb = j->k + (size_t)g * hd, *vb = j->v + (size_t)g * hd;
 	const float *q[ATTN_MAXQ];
 	float *out[ATTN_MAXQ], *s[ATTN_MAXQ];
 	int n[ATTN_MAXQ], m = 0, n_min = j->cb->n_ctx, n_max = 0;
@@ -797,7 +816,7 @@ static void attn_block_task(void *arg, int task, int thread)
 	 * queries at a time while all do), then each query's last n % 4 keys
 	 * one by one, as attn_task does */
 	for (int p = 0; p + 4 <= n_max; p += 4) {
-		const float *k4 = kb + (size_t)p * kvw;
+		const uint16_t *k4 = kb + (size_t)p * kvw;
 		int i = 0;
 		if (p + 4 <= n_min)
 			for (; i + 4 <= m; i += 4) {
@@ -806,18 +825,18 @@ static void attn_block_task(void *arg, int task, int thread)
 			}
 		for (; i < m; i++)
 			if (p + 4 <= n[i])
-				tile_4x1(k4, (int)kvw, q[i], hd, s[i] + p);
+				tile_4x1h(k4, (int)kvw, q[i], hd, s[i] + p);
 	}
 	for (int i = 0; i < m; i++) {
 		for (int p = n[i] - n[i] % 4; p < n[i]; p++)
-			s[i][p] = dot_f32(q[i], kb + (size_t)p * kvw, hd);
+			s[i][p] = dot_h(q[i], kb + (size_t)p * kvw, hd);
 		softmax_weights(s[i], n[i], j->scale);
 	}
 	/* values: ATTN_VALUES_Q queries at a time, then 4, then one by one,
 	 * over a chunk of rows that stays in L2 while every group passes over
 	 * it (the V stream from the last-level cache once per task, not once
 	 * per group); the sums carry over between chunks in out */
-	int chunk = ATTN_VCHUNK_BYTES / (hd * (int)sizeof(float));
+	int chunk = ATTN_VCHUNK_BYTES / (hd * (int)sizeof *vb);
 	chunk = chunk < 16 ? 16 : chunk;
 	for (int p0 = 0; p0 < n_max; p0 += chunk) {
 		int p1 = n_max - p0 < chunk ? n_max : p0 + chunk, first = p0 == 0;
@@ -846,6 +865,15 @@ static void attn_block_task(void *arg, int task, int thread)
  * order as attn_task does, so the bits are attn_task's
  * (test_forward: decode equals the batch). */
 #define DEC_SCORE_CHUNK 256 /* positions per score task */
+/* Columns per value task: 32 fp16 values are one 64-byte line of a row,
+ * which 16-column tasks read half of each (every line came from memory
+ * twice); on AVX2, 2 x 8 queries' accumulators of 32 lanes would not fit
+ * its 16 registers. */
+#ifdef HSQ_CPU_AVX2
+#define DEC_VALUE_COLS 16
+#else
+#define DEC_VALUE_COLS 32
+#endif
 
 typedef struct dec_job {
 	const attn_job *j;
@@ -853,7 +881,7 @@ typedef struct dec_job {
 	int first, n;  /* the token's positions first..first+n-1 */
 	int r0, run;   /* ring: positions first.. are rows r0..r0+run-1, then 0.. */
 	int n_chunks;  /* score tasks per KV head */
-	int n_dblk;    /* value tasks per KV head: 16-column blocks, + 1 for a tail */
+	int n_dblk;    /* value tasks per KV head: DEC_VALUE_COLS-column blocks, + 1 for a tail */
 } dec_job;
 
 static inline size_t dec_row(const dec_job *d, int p)
@@ -869,7 +897,7 @@ static void dec_scores_task(void *arg, int task, int thread)
 	int g = task / d->n_chunks, p0 = task % d->n_chunks * DEC_SCORE_CHUNK;
 	int p1 = p0 + DEC_SCORE_CHUNK < d->n ? p0 + DEC_SCORE_CHUNK : d->n;
 	size_t kvw = (size_t)j->n_head_kv * hd;
-	const float *kb = j->k + (size_t)g * hd;
+	const uint16_t *kb = j->k + (size_t)g * hd;
 	const float *q[ATTN_MAXQ];
 	float *s[ATTN_MAXQ];
 	float *spare = j->cb->scores + (size_t)thread * ATTN_MAXQ * j->cb->n_ctx;
@@ -904,21 +932,29 @@ static void dec_softmax_task(void *arg, int task, int thread)
 	softmax_weights(d->s + (size_t)task * d->j->cb->n_ctx, d->n, d->j->scale);
 }
 
-/* out[i][d0..d0+15] = sum over positions p in order of w[i][p] v_p for Q
- * query heads (a constant after inlining: the accumulators stay in
- * registers). */
-static inline __attribute__((always_inline)) void dec_values16(const dec_job *d, const float *vb, size_t kvw,
-							       int d0, float *const *w, float *const *out, const int Q)
+/* out[i][d0..d0+16 NB-1] = sum over positions p in order of w[i][p] v_p
+ * for Q query heads (Q and NB constants after inlining: the accumulators
+ * stay in registers). */
+static inline __attribute__((always_inline)) void dec_values_blk(const dec_job *d, const uint16_t *vb, size_t kvw,
+								 int d0, float *const *w, float *const *out, const int Q,
+								 const int NB)
 {
-	vf16 acc[8] = { { 0 } };
+	vf16 acc[8][2] = { { { 0 } } };
 	for (int p = 0; p < d->n; p++) {
-		vf16 v = load16(vb + dec_row(d, p) * kvw + d0);
+		const uint16_t *row = vb + dec_row(d, p) * kvw + d0;
+		vf16 v[2];
+#pragma GCC unroll 2
+		for (int b = 0; b < NB; b++)
+			v[b] = load16_h(row + 16 * b);
 #pragma GCC unroll 8
 		for (int i = 0; i < Q; i++)
-			acc[i] += w[i][p] * v;
+#pragma GCC unroll 2
+			for (int b = 0; b < NB; b++)
+				acc[i][b] += w[i][p] * v[b];
 	}
 	for (int i = 0; i < Q; i++)
-		memcpy(out[i] + d0, &acc[i], sizeof acc[i]);
+		for (int b = 0; b < NB; b++)
+			memcpy(out[i] + d0 + 16 * b, &acc[i][b], sizeof acc[i][b]);
 }
 
 static void dec_values_task(void *arg, int task, int thread)
@@ -928,7 +964,7 @@ static void dec_values_task(void *arg, int task, int thread)
 	int hd = j->head_dim, rep = j->n_head / j->n_head_kv;
 	int g = task / d->n_dblk, blk = task % d->n_dblk;
 	size_t kvw = (size_t)j->n_head_kv * hd;
-	const float *vb = j->v + (size_t)g * hd;
+	const uint16_t *vb = j->v + (size_t)g * hd;
 	float *w[8], *out[8];
 	for (int i0 = 0; i0 < rep; i0 += 8) {
 		int Q = rep - i0 < 8 ? rep - i0 : 8;
@@ -936,27 +972,35 @@ static void dec_values_task(void *arg, int task, int thread)
 			w[i] = d->s + ((size_t)g * rep + i0 + i) * j->cb->n_ctx;
 			out[i] = j->out + ((size_t)g * rep + i0 + i) * hd;
 		}
-		int d0 = blk * 16;
-		if (d0 + 16 > hd) { /* the columns past the last 16-lane block */
-			for (int i = 0; i < Q; i++)
-				for (int c = d0; c < hd; c++) {
-					float o = 0.0f;
-					for (int p = 0; p < d->n; p++)
-						o += w[i][p] * vb[dec_row(d, p) * kvw + c];
-					out[i][c] = o;
-				}
+		int d0 = blk * DEC_VALUE_COLS, d1 = hd - d0 < DEC_VALUE_COLS ? hd : d0 + DEC_VALUE_COLS;
+		int nb = (d1 - d0) / 16; /* 16-lane blocks; the columns past the last one below */
+		for (int i = 0; i < Q; i++)
+			for (int c = d0 + 16 * nb; c < d1; c++) {
+				float o = 0.0f;
+				for (int p = 0; p < d->n; p++)
+					o += w[i][p] * hsq_f16_to_f32(vb[dec_row(d, p) * kvw + c]);
+				out[i][c] = o;
+			}
+		if (nb == 0)
 			continue;
-		}
+#define DEC_VALUES_Q(q)                                               \
+	case q:                                                       \
+		if (nb == 2)                                          \
+			dec_values_blk(d, vb, kvw, d0, w, out, q, 2); \
+		else                                                  \
+			dec_values_blk(d, vb, kvw, d0, w, out, q, 1); \
+		break
 		switch (Q) {
-		case 1: dec_values16(d, vb, kvw, d0, w, out, 1); break;
-		case 2: dec_values16(d, vb, kvw, d0, w, out, 2); break;
-		case 3: dec_values16(d, vb, kvw, d0, w, out, 3); break;
-		case 4: dec_values16(d, vb, kvw, d0, w, out, 4); break;
-		case 5: dec_values16(d, vb, kvw, d0, w, out, 5); break;
-		case 6: dec_values16(d, vb, kvw, d0, w, out, 6); break;
-		case 7: dec_values16(d, vb, kvw, d0, w, out, 7); break;
-		default: dec_values16(d, vb, kvw, d0, w, out, 8); break;
+			DEC_VALUES_Q(1);
+			DEC_VALUES_Q(2);
+			DEC_VALUES_Q(3);
+			DEC_VALUES_Q(4);
+			DEC_VALUES_Q(5);
+			DEC_VALUES_Q(6);
+			DEC_VALUES_Q(7);
+			DEC_VALUES_Q(8);
 		}
+#undef DEC_VALUES_Q
 	}
 }
 
@@ -968,13 +1012,13 @@ static void attn_decode(cpu_backend *cb, const attn_job *j)
 	d.r0 = d.first % j->cap;
 	d.run = j->cap - d.r0 < d.n ? j->cap - d.r0 : d.n;
 	d.n_chunks = (d.n + DEC_SCORE_CHUNK - 1) / DEC_SCORE_CHUNK;
-	d.n_dblk = (j->head_dim + 15) / 16;
+	d.n_dblk = (j->head_dim + DEC_VALUE_COLS - 1) / DEC_VALUE_COLS;
 	pool_run(cb->pool, j->n_head_kv * d.n_chunks, dec_scores_task, &d);
 	pool_run(cb->pool, j->n_head, dec_softmax_task, &d);
 	pool_run(cb->pool, j->n_head_kv * d.n_dblk, dec_values_task, &d);
 }
 
-static void cpu_attention(hsq_backend *be, const float *q, const float *k_cache, const float *v_cache, int cap,
+static void cpu_attention(hsq_backend *be, const float *q, const uint16_t *k_cache, const uint16_t *v_cache, int cap,
 			  const int *pos, int n_tok, int n_head, int n_head_kv, int head_dim, int window, float scale,
 			  float *out)
 {
@@ -1087,7 +1131,7 @@ static void score_through_backend(void *user, const struct hsq_tiers *t, const t
 }
 
 static void cpu_attend_tiered(hsq_backend *be, struct hsq_tiers *t, int layer, const float *q, const float *k,
-			      const float *v, const int *pos, int n, const float *full_k, const float *full_v,
+			      const float *v, const int *pos, int n, const uint16_t *full_k, const uint16_t *full_v,
 			      int full_cap, float *out)
 {
 	tiers_attend(t, layer, q, k, v, pos, n, full_k, full_v, full_cap, out, cpu_host_pool(be), score_through_backend,
@@ -1110,6 +1154,28 @@ static void cpu_release(hsq_backend *be, float *buf)
 static void cpu_copy(hsq_backend *be, float *dst, const float *src, size_t n_floats)
 {
 	memcpy(dst, src, n_floats * sizeof(float));
+}
+
+static uint16_t *cpu_alloc_kv(hsq_backend *be, size_t n_halves)
+{
+	return calloc(n_halves ? n_halves : 1, sizeof(uint16_t));
+}
+
+static void cpu_release_kv(hsq_backend *be, uint16_t *buf)
+{
+	free(buf);
+}
+
+static void cpu_store_kv(hsq_backend *be, uint16_t *dst, const float *src, size_t n)
+{
+	for (size_t i = 0; i < n; i += 1u << 30) /* f16_row_from_f32 counts in int */
+		f16_row_from_f32(dst + i, src + i, (int)(n - i < 1u << 30 ? n - i : 1u << 30));
+}
+
+static void cpu_download_kv(hsq_backend *be, float *dst, const uint16_t *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] = hsq_f16_to_f32(src[i]);
 }
 
 static hsq_status cpu_prepare(hsq_backend *be, const hsq_model *model, int n_ctx)
@@ -1153,6 +1219,11 @@ static const hsq_backend_ops cpu_ops = {
 	.upload = cpu_copy,
 	.download = cpu_copy,
 	.copy = cpu_copy,
+	.alloc_kv = cpu_alloc_kv,
+	.release_kv = cpu_release_kv,
+	.store_kv = cpu_store_kv,
+	.upload_kv = cpu_store_kv,
+	.download_kv = cpu_download_kv,
 	.embed = cpu_embed,
 	.matmul = cpu_matmul,
 	.rmsnorm = cpu_rmsnorm,

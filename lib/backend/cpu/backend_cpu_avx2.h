@@ -1,5 +1,6 @@
 /* backend_cpu_avx2.h - the fused weight kernels, the 2 x 2 dot-product
- * tile (attention scores and the f32 matmul) and the attention value sums
+ * tiles (the f32 matmul, and attention scores over the fp16 cache) and the
+ * attention value sums
  * for AVX2 machines without AVX-512 (internal; included by backend_cpu.c
  * only when __AVX2__ && !__AVX512F__).
  *
@@ -19,6 +20,7 @@
 
 #include <immintrin.h>
 
+#include "common/vec_f16.h"
 #include "common/vec_f32.h"
 #include "common/vec_f32_avx2.h"
 #include "model/quant_blocks.h"
@@ -87,11 +89,38 @@ static inline void tile_2x2q8(const float *k, int ldk, const float *const *q, in
 					    tail_dot(k + (size_t)(r0 + r) * ldk, q[i0 + i], d, n);
 }
 
+/* tile_2x2q8 with fp16 keys (the KV cache), widened as loaded:
+ * s[i][r] = dot_h(q_i, k_r). */
+static inline void tile_2x2q8h(const uint16_t *k, int ldk, const float *const *q, int n, float *const *s, int r0,
+			       int i0)
+{
+	__m256 acc[2][2][2];
+	for (int i = 0; i < 2; i++)
+		for (int r = 0; r < 2; r++)
+			acc[i][r][0] = acc[i][r][1] = _mm256_setzero_ps();
+	int d = 0;
+	for (; d + 16 <= n; d += 16)
+#pragma GCC unroll 2
+		for (int r = 0; r < 2; r++) {
+			const uint16_t *kr = k + (size_t)(r0 + r) * ldk + d;
+			__m256 k0 = load8_h(kr), k1 = load8_h(kr + 8);
+#pragma GCC unroll 2
+			for (int i = 0; i < 2; i++) {
+				acc[i][r][0] += k0 * _mm256_loadu_ps(q[i0 + i] + d);
+				acc[i][r][1] += k1 * _mm256_loadu_ps(q[i0 + i] + d + 8);
+			}
+		}
+	for (int i = 0; i < 2; i++)
+		for (int r = 0; r < 2; r++)
+			s[i0 + i][r0 + r] = hsum16_pair(acc[i][r][0], acc[i][r][1]) +
+					    tail_dot_h(q[i0 + i], k + (size_t)(r0 + r) * ldk, d, n);
+}
+
 /* attn_values' 16-lane blocks (d0 = 0, 16, ... below hd) for Q queries:
  * out[i][d0..d0+15] += sum over p0 <= p < min(p1, n[i]) of w[i][p] * v_p
  * (= instead of += when first), in position order, each block a pair of
  * 8-lane accumulators per query. */
-static inline __attribute__((always_inline)) int attn_values8(const float *vb, size_t kvw, int hd,
+static inline __attribute__((always_inline)) int attn_values8(const uint16_t *vb, size_t kvw, int hd,
 							      float *const *w, const int *n, float *const *out,
 							      const int Q, int n_min, int n_max, int p0, int p1,
 							      int first)
@@ -106,8 +135,8 @@ static inline __attribute__((always_inline)) int attn_values8(const float *vb, s
 		}
 		int p = p0;
 		for (; p < lo; p++) {
-			const float *row = vb + (size_t)p * kvw + d0;
-			__m256 v0 = _mm256_loadu_ps(row), v1 = _mm256_loadu_ps(row + 8);
+			const uint16_t *row = vb + (size_t)p * kvw + d0;
+			__m256 v0 = load8_h(row), v1 = load8_h(row + 8);
 #pragma GCC unroll 4
 			for (int i = 0; i < Q; i++) {
 				__m256 wi = _mm256_set1_ps(w[i][p]);
@@ -116,8 +145,8 @@ static inline __attribute__((always_inline)) int attn_values8(const float *vb, s
 			}
 		}
 		for (; p < hi; p++) {
-			const float *row = vb + (size_t)p * kvw + d0;
-			__m256 v0 = _mm256_loadu_ps(row), v1 = _mm256_loadu_ps(row + 8);
+			const uint16_t *row = vb + (size_t)p * kvw + d0;
+			__m256 v0 = load8_h(row), v1 = load8_h(row + 8);
 #pragma GCC unroll 4
 			for (int i = 0; i < Q; i++)
 				if (p < n[i]) {

@@ -26,7 +26,7 @@
  *    full     per layer 2 x n_held x n_head_kv x head_dim x KVBYTES, with
  *             n_held the layer's sliding window when it has one smaller
  *             than n, else n (KVBYTES: --kv-bytes, default 2, the fp16
- *             cache the engine is moving to; 4 is today's fp32 cache);
+ *             cache the engine holds; 4 for an fp32 cache);
  *    quant    fast_bytes from the hsq-eval bench log: the L1 codes;
  *    hsq      fast_bytes (L1 + L2 codes) + the L3 bytes fetched, modelled
  *             as archive_bytes x (r + (1 - r) x min(1, budget / n)): a
@@ -40,16 +40,17 @@
  *             global layers' KV heads, the only ones with an archive (a
  *             sliding layer keeps its window in L1);
  *    others   (streaming, snapkv) fast_bytes.
- *    Every tiered method also reads its full-precision tail (fp32): the
+ *    Every tiered method also reads its full-precision tail (fp16): the
  *    tokens decoded since compression, min(D, window) / 2 on average over
  *    the log's D steps (quant and hsq fold them into the tiers once a
  *    window is full; streaming and snapkv keep all D, so D / 2). With a
  *    log, full's n is the mean context over the decode steps, n + D / 2;
  *    the tiers' bytes are the log's, at n.
  *    These are the encoded bytes a kernel reading the codes touches. The
- *    CPU attention of this commit reads fp32 decoded copies of L1 and L2
- *    instead (lib/kv/tiers.h), several times more bytes: its fraction of
- *    this limit is lower than the same code reading codes would get.
+ *    CPU attention of this commit reads fp16 decoded copies of L1, L2 and
+ *    the fetched groups instead (lib/kv/tiers.h), four times the bytes of
+ *    4-bit codes: its fraction of this limit is lower than the same code
+ *    reading codes would get.
  *
  * 3. Compute per step (informational): 2 x weight parameters for the
  *    matmuls, plus 4 x n_attended x n_head x head_dim per layer for the
@@ -677,7 +678,7 @@ int main(int argc, char **argv)
 	int r_heads = B->retrieval == HSQ_RETRIEVAL_DEFAULT ? hsq_default_retrieval_heads(global_heads) : B->retrieval;
 	r_heads = r_heads > global_heads ? global_heads : r_heads;
 	const double r = global_heads ? (double)r_heads / global_heads : 0;
-	const double tail_bytes_per_token = sc.kv_per_token * 4; /* fp32 */
+	const double tail_bytes_per_token = sc.kv_per_token * 2; /* fp16 */
 	char budget_name[32];
 	if (B->budget == HSQ_BUDGET_DEFAULT)
 		snprintf(budget_name, sizeof budget_name, "hsq_default_budget(n)");
@@ -697,10 +698,11 @@ int main(int argc, char **argv)
 	       B->retrieval == HSQ_RETRIEVAL_DEFAULT ? "the default, one in six" : "the log's --retrieval-heads",
 	       budget_name);
 	printf("  others  fast_bytes + tail\n");
-	printf("  tail    fp32 tokens decoded since compression, mean over the steps: min(D, window %d) / 2 for quant "
+	printf("  tail    fp16 tokens decoded since compression, mean over the steps: min(D, window %d) / 2 for quant "
 	       "and hsq, D / 2 for others\n",
 	       B->window);
-	printf("  encoded sizes: the CPU attention of this build reads fp32 decoded copies of L1 and L2, more bytes\n");
+	printf("  encoded sizes: the CPU attention of this build reads fp16 decoded copies of L1, L2 and the fetched\n"
+	       "  groups, four times the bytes of their codes\n");
 	printf("\n%8s %-9s %10s %9s %9s %8s %12s %15s %9s\n", "length", "method", "weights MB", "KV MB", "total MB",
 	       "GFLOP", "limit tok/s", "measured tok/s", "achieved");
 	for (int li = 0; li < B->n_len; li++) {

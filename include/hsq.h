@@ -169,7 +169,7 @@ HSQ_API const hsq_model *hsq_context_model(const hsq_context *ctx);
 
 /* How a context keeps its KV cache; also the mode of a snapshot. */
 typedef enum hsq_snapshot_mode {
-	HSQ_MODE_FULL = 1,      /* full precision (fp32), every token */
+	HSQ_MODE_FULL = 1,      /* uncompressed (fp16 in memory), every token */
 	HSQ_MODE_QUANT = 2,     /* every token at 4-bit TQ, no hierarchy */
 	HSQ_MODE_HSQ = 3,       /* L1 tokens + L2 group summaries + L3 archive */
 	HSQ_MODE_STREAMING = 4, /* eviction: sinks + recent window (StreamingLLM) */

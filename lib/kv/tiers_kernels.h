@@ -39,9 +39,9 @@
 				* of each other at 8K on SmolLM2, 2 ahead) */
 
 /* A run of consecutive key and value rows one (token, KV head) attends:
- * L1, the summaries, a fetched group or the tail. tiers_values16_runs
- * sums a 16-column slice over a list of them (the decode split of
- * tiers_attend.c). */
+ * L1, the summaries, fetched groups or the tail. tiers_values16_runs
+ * and tiers_values32_runs sum a slice of 16 or 32 columns over a list of
+ * them (the decode split of tiers_attend.c). */
 typedef struct tier_run {
 	const uint16_t *k, *v; /* first row (fp16); row r at k + r * ld */
 	size_t ld;             /* halves between rows */

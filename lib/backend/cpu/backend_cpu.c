@@ -859,8 +859,8 @@ static void attn_block_task(void *arg, int task, int thread)
  * a decode step (perf, docs/perf.md). Three regions instead: scores of a
  * KV head's query heads over a chunk of positions (each key row loaded
  * once for all of them), softmax per query head, then the values of a KV
- * head's query heads over one 16-column block (each value line loaded
- * once). Every score is one dot product in the dot_f32 order, the softmax
+ * head's query heads over one block of DEC_VALUE_COLS columns (each value
+ * line loaded once). Every score is one dot product in the dot_f32 order, the softmax
  * is softmax_weights, and every output lane sums its rows in position
  * order as attn_task does, so the bits are attn_task's
  * (test_forward: decode equals the batch). */

@@ -44,9 +44,9 @@ static inline vf16 load16_h(const uint16_t *p)
 /* dst[i] = src[i] rounded to fp16 (nearest even; beyond 65504 infinity)
  * for i < n. The same bits on every path (the instructions round as
  * hsq_f32_to_f16 does). */
-static inline void f16_row_from_f32(uint16_t *dst, const float *src, int n)
+static inline void f16_row_from_f32(uint16_t *dst, const float *src, size_t n)
 {
-	int i = 0;
+	size_t i = 0;
 #if defined(__F16C__)
 	for (; i + 8 <= n; i += 8)
 		_mm_storeu_si128((__m128i *)(dst + i),
@@ -57,9 +57,9 @@ static inline void f16_row_from_f32(uint16_t *dst, const float *src, int n)
 }
 
 /* dst[i] = src[i] widened, i < n. */
-static inline void f16_row_to_f32(float *dst, const uint16_t *src, int n)
+static inline void f16_row_to_f32(float *dst, const uint16_t *src, size_t n)
 {
-	for (int i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++)
 		dst[i] = hsq_f16_to_f32(src[i]);
 }
 

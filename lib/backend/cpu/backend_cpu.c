@@ -108,20 +108,31 @@ static void tile_4x6(const float *w, int ldw, const float *x, int ldx, int n, fl
 }
 #endif
 
-/* 4 rows, one token: the decode path. */
-static void tile_4x1(const float *w, int ldw, const float *x, int n, float *y)
+/* 4 rows (f32, or fp16 when half: a constant after inlining), one
+ * vector x: y[r] = dot_f32(row r, x) of the (widened) row. */
+static inline __attribute__((always_inline)) void tile_4x1_rows(const void *w, const int half, int ldw,
+								const float *x, int n, float *y)
 {
+	const float *wf = w;
+	const uint16_t *wh = w;
 	vf16 acc[4] = { { 0 } };
 	int k = 0;
 	for (; k + 16 <= n; k += 16) {
 		vf16 xv = load16(x + k);
 #pragma GCC unroll 4
 		for (int r = 0; r < 4; r++)
-			acc[r] += load16(w + (size_t)r * ldw + k) * xv;
+			acc[r] += (half ? load16_h(wh + (size_t)r * ldw + k) : load16(wf + (size_t)r * ldw + k)) * xv;
 	}
 #pragma GCC unroll 4
 	for (int r = 0; r < 4; r++)
-		y[r] = hsum16(acc[r]) + tail_dot(w + (size_t)r * ldw, x, k, n);
+		y[r] = hsum16(acc[r]) + (half ? tail_dot_h(x, wh + (size_t)r * ldw, k, n)
+					      : tail_dot(wf + (size_t)r * ldw, x, k, n));
+}
+
+/* 4 weight rows, one token: the decode path of the matmul. */
+static void tile_4x1(const float *w, int ldw, const float *x, int n, float *y)
+{
+	tile_4x1_rows(w, 0, ldw, x, n, y);
 }
 
 /* 4 fp16 keys (the KV cache) against 4 queries (pointers: a block's
@@ -171,17 +182,7 @@ static void tile_4x4q(const uint16_t *k, int ldk, const float *const *q, int n, 
 /* 4 fp16 keys, one query: s[r] = dot_h(q, k_r, n), the decode path. */
 static void tile_4x1h(const uint16_t *k, int ldk, const float *q, int n, float *s)
 {
-	vf16 acc[4] = { { 0 } };
-	int d = 0;
-	for (; d + 16 <= n; d += 16) {
-		vf16 qv = load16(q + d);
-#pragma GCC unroll 4
-		for (int r = 0; r < 4; r++)
-			acc[r] += load16_h(k + (size_t)r * ldk + d) * qv;
-	}
-#pragma GCC unroll 4
-	for (int r = 0; r < 4; r++)
-		s[r] = hsum16(acc[r]) + tail_dot_h(q, k + (size_t)r * ldk, d, n);
+	tile_4x1_rows(k, 1, ldk, q, n, s);
 }
 
 typedef struct matmul_job {
@@ -1168,14 +1169,12 @@ static void cpu_release_kv(hsq_backend *be, uint16_t *buf)
 
 static void cpu_store_kv(hsq_backend *be, uint16_t *dst, const float *src, size_t n)
 {
-	for (size_t i = 0; i < n; i += 1u << 30) /* f16_row_from_f32 counts in int */
-		f16_row_from_f32(dst + i, src + i, (int)(n - i < 1u << 30 ? n - i : 1u << 30));
+	f16_row_from_f32(dst, src, n);
 }
 
 static void cpu_download_kv(hsq_backend *be, float *dst, const uint16_t *src, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		dst[i] = hsq_f16_to_f32(src[i]);
+	f16_row_to_f32(dst, src, n);
 }
 
 static hsq_status cpu_prepare(hsq_backend *be, const hsq_model *model, int n_ctx)

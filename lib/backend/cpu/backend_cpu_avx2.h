@@ -61,12 +61,15 @@ fused_tile8(block_decoder8 decode, size_t block_bytes, const uint8_t *w, size_t 
 			y[(size_t)t * ldy + r] = hsum16_pair(acc[t][r][0], acc[t][r][1]) + 0.0f;
 }
 
-/* Rows r0, r0 + 1 of k (ldk apart) against vectors q[i0], q[i0 + 1]:
- * s[i][r] = k_r . q_i in the dot_f32 order. A quarter of tile_4x4q (keys x
- * queries) or of tile_4x4 (weight rows x tokens). */
-static inline void tile_2x2q8(const float *k, int ldk, const float *const *q, int n, float *const *s, int r0,
-			      int i0)
+/* Rows r0, r0 + 1 of k (ldk apart; f32, or fp16 when half, a constant
+ * after inlining) against vectors q[i0], q[i0 + 1]: s[i][r] = k_r . q_i in
+ * the dot_f32 order of the (widened) row. */
+static inline __attribute__((always_inline)) void tile_2x2q8_rows(const void *k, const int half, int ldk,
+								  const float *const *q, int n, float *const *s,
+								  int r0, int i0)
 {
+	const float *kf = k;
+	const uint16_t *kh = k;
 	__m256 acc[2][2][2];
 	for (int i = 0; i < 2; i++)
 		for (int r = 0; r < 2; r++)
@@ -75,8 +78,9 @@ static inline void tile_2x2q8(const float *k, int ldk, const float *const *q, in
 	for (; d + 16 <= n; d += 16)
 #pragma GCC unroll 2
 		for (int r = 0; r < 2; r++) {
-			const float *kr = k + (size_t)(r0 + r) * ldk + d;
-			__m256 k0 = _mm256_loadu_ps(kr), k1 = _mm256_loadu_ps(kr + 8);
+			size_t at = (size_t)(r0 + r) * ldk + d;
+			__m256 k0 = half ? load8_h(kh + at) : _mm256_loadu_ps(kf + at);
+			__m256 k1 = half ? load8_h(kh + at + 8) : _mm256_loadu_ps(kf + at + 8);
 #pragma GCC unroll 2
 			for (int i = 0; i < 2; i++) {
 				acc[i][r][0] += k0 * _mm256_loadu_ps(q[i0 + i] + d);
@@ -86,34 +90,23 @@ static inline void tile_2x2q8(const float *k, int ldk, const float *const *q, in
 	for (int i = 0; i < 2; i++)
 		for (int r = 0; r < 2; r++)
 			s[i0 + i][r0 + r] = hsum16_pair(acc[i][r][0], acc[i][r][1]) +
-					    tail_dot(k + (size_t)(r0 + r) * ldk, q[i0 + i], d, n);
+					    (half ? tail_dot_h(q[i0 + i], kh + (size_t)(r0 + r) * ldk, d, n)
+						  : tail_dot(kf + (size_t)(r0 + r) * ldk, q[i0 + i], d, n));
 }
 
-/* tile_2x2q8 with fp16 keys (the KV cache), widened as loaded:
+/* f32 rows: a quarter of tile_4x4 (weight rows x tokens). */
+static inline void tile_2x2q8(const float *k, int ldk, const float *const *q, int n, float *const *s, int r0,
+			      int i0)
+{
+	tile_2x2q8_rows(k, 0, ldk, q, n, s, r0, i0);
+}
+
+/* fp16 keys (the KV cache): a quarter of tile_4x4q (keys x queries),
  * s[i][r] = dot_h(q_i, k_r). */
 static inline void tile_2x2q8h(const uint16_t *k, int ldk, const float *const *q, int n, float *const *s, int r0,
 			       int i0)
 {
-	__m256 acc[2][2][2];
-	for (int i = 0; i < 2; i++)
-		for (int r = 0; r < 2; r++)
-			acc[i][r][0] = acc[i][r][1] = _mm256_setzero_ps();
-	int d = 0;
-	for (; d + 16 <= n; d += 16)
-#pragma GCC unroll 2
-		for (int r = 0; r < 2; r++) {
-			const uint16_t *kr = k + (size_t)(r0 + r) * ldk + d;
-			__m256 k0 = load8_h(kr), k1 = load8_h(kr + 8);
-#pragma GCC unroll 2
-			for (int i = 0; i < 2; i++) {
-				acc[i][r][0] += k0 * _mm256_loadu_ps(q[i0 + i] + d);
-				acc[i][r][1] += k1 * _mm256_loadu_ps(q[i0 + i] + d + 8);
-			}
-		}
-	for (int i = 0; i < 2; i++)
-		for (int r = 0; r < 2; r++)
-			s[i0 + i][r0 + r] = hsum16_pair(acc[i][r][0], acc[i][r][1]) +
-					    tail_dot_h(q[i0 + i], k + (size_t)(r0 + r) * ldk, d, n);
+	tile_2x2q8_rows(k, 1, ldk, q, n, s, r0, i0);
 }
 
 /* attn_values' 16-lane blocks (d0 = 0, 16, ... below hd) for Q queries:

@@ -46,7 +46,7 @@ static const hsq_backend_ops *cpu_ops;
 static int n_attend, n_score;
 
 static void counting_attend(hsq_backend *be, struct hsq_tiers *t, int layer, const float *q, const float *k,
-			    const float *v, const int *pos, int n, const float *full_k, const float *full_v, int full_cap,
+			    const float *v, const int *pos, int n, const uint16_t *full_k, const uint16_t *full_v, int full_cap,
 			    float *out)
 {
 	n_attend++;

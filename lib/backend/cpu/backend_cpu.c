@@ -13,6 +13,7 @@
 
 #include "backend/backend.h"
 #include "common/error.h"
+#include "common/le.h"
 #include "common/threadpool.h"
 #include "common/vec_f16.h"
 #include "common/vec_f32.h"
@@ -45,6 +46,22 @@
 #define ATTN_VALUES_Q 8
 #endif
 
+/* RoPE's cosines and sines for one batch of positions and one frequency
+ * base. Every layer turns its queries and keys by the same angles, so the
+ * first computes them (pow, cos and sin in double were 4% of gemma-3's
+ * prefill) and the others read the same floats. gemma-3 alternates two
+ * bases, hence two tables. */
+#define ROPE_TABLES 2
+
+typedef struct rope_angles {
+	float *cs;  /* [n_tok][head_dim / 2][2]: cos, sin of each angle */
+	int *pos;   /* [n_tok]: the positions it holds */
+	int n_tok, head_dim;
+	size_t cap_cs, cap_pos; /* floats and positions allocated */
+	float freq_base;
+	uint64_t used; /* the backend's rope_clock when last used */
+} rope_angles;
+
 typedef struct cpu_backend {
 	hsq_backend base;
 	hsq_pool *pool;
@@ -53,7 +70,19 @@ typedef struct cpu_backend {
 	float *scores;       /* [n_threads][ATTN_MAXQ][n_ctx]: attention scores */
 	int n_ctx;           /* positions the scores scratch holds */
 	float *dec_scores;   /* [n_head][n_ctx]: a decode step's scores, then weights */
+	rope_angles rope[ROPE_TABLES];
+	uint64_t rope_clock; /* stamps rope_angles.used */
 } cpu_backend;
+
+/* Keeps v in a register: without it gcc folds the load of a token's x into
+ * each of the rows' multiply-adds, 4 loads where 1 does, and a tile waits
+ * on the load ports instead of the multiply-adds (prefill's tile_4x6 at
+ * 108 -> 170 GFLOP/s on one Zen 4 core, bench/matmul; the same sums). */
+#if defined(__AVX512F__) || defined(__AVX2__)
+#define REG_PIN(v) __asm__("" : "+v"(v))
+#else
+#define REG_PIN(v) ((void)0)
+#endif
 
 /* y[t][r] for 4 rows and T tokens at once (T = 4 or 6, a constant after
  * inlining): 4T independent accumulators hide FMA latency, each w load
@@ -75,6 +104,7 @@ static inline __attribute__((always_inline)) void tile_4xT(const float *w, int l
 #pragma GCC unroll 6
 		for (int t = 0; t < T; t++) {
 			vf16 xv = load16(x + (size_t)t * ldx + k);
+			REG_PIN(xv);
 #pragma GCC unroll 4
 			for (int r = 0; r < 4; r++)
 				acc[t][r] += wv[r] * xv;
@@ -119,6 +149,7 @@ static inline __attribute__((always_inline)) void tile_4x1_rows(const void *w, c
 	int k = 0;
 	for (; k + 16 <= n; k += 16) {
 		vf16 xv = load16(x + k);
+		REG_PIN(xv);
 #pragma GCC unroll 4
 		for (int r = 0; r < 4; r++)
 			acc[r] += (half ? load16_h(wh + (size_t)r * ldw + k) : load16(wf + (size_t)r * ldw + k)) * xv;
@@ -158,8 +189,10 @@ static void tile_4x4q(const uint16_t *k, int ldk, const float *const *q, int n, 
 		for (int r = 0; r < 4; r++)
 			kv[r] = load16_h(k + (size_t)r * ldk + d);
 #pragma GCC unroll 4
-		for (int i = 0; i < 4; i++)
+		for (int i = 0; i < 4; i++) {
 			qv[i] = load16(q[i] + d);
+			REG_PIN(qv[i]);
+		}
 #pragma GCC unroll 4
 		for (int i = 0; i < 4; i++)
 #pragma GCC unroll 4
@@ -228,39 +261,67 @@ static inline vf16 u8_to_f(const uint8_t *p, int shift, uint8_t mask)
 	return qb_u8_to_f((q >> shift) & mask);
 }
 
-/* Q4_K: block b is sub-block b % 8 of super-block b / 8, values d * sc * q
- * - dmin * m (dequant_k.c's dequant_q4_k: the products are exact, so the
- * same bits whether or not the multiply-add is fused). */
-static inline __attribute__((always_inline)) void qbr_q4_k(const uint8_t *row, int b, vf16 *lo, vf16 *hi)
+/* The K-quants go a super-block of 256 values at a time: its scales are
+ * decoded once into 16 floats (*_scales), which the 8 blocks of 32 then
+ * read (*_block). Decoding them per block, with the branches of the
+ * 6-bit scale packing, held Q4_K and Q6_K decode steps to 6-8 GB/s. */
+
+/* Q4_K: out[j] = d * sc_j, out[8 + j] = dmin * m_j for sub-blocks j = 0..7
+ * (dequant_k.c's scale_min_k4, four bytes at a time: sc and m of 0-3 are
+ * the low 6 bits of bytes 0-3 and 4-7; of 4-7 a nibble of bytes 8-11 with
+ * the top 2 bits of bytes 0-3 (scales) or 4-7 (mins) above it). */
+static inline __attribute__((always_inline)) void q4_k_scales(const uint8_t *s, float out[16])
 {
-	const uint8_t *s = row + (size_t)(b / 8) * Q4_K_BYTES, *sc = s + 4;
-	int j = b % 8, scale, min;
-	if (j < 4) {
-		scale = sc[j] & 63;
-		min = sc[j + 4] & 63;
-	} else {
-		scale = (sc[j + 4] & 15) | (sc[j - 4] >> 6) << 4;
-		min = (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
-	}
-	float d = qb_f16(s) * (float)scale, m = qb_f16(s + 2) * (float)min;
+	uint32_t a = get_u32(s + 4), b = get_u32(s + 8), c = get_u32(s + 12);
+	typedef uint32_t vu32x4 __attribute__((vector_size(16)));
+	vu32x4 sm = { a & 0x3f3f3f3fu, (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u), b & 0x3f3f3f3fu,
+		      ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u) };
+	float d = qb_f16(s), dmin = qb_f16(s + 2);
+	vf16 dm = { d, d, d, d, d, d, d, d, dmin, dmin, dmin, dmin, dmin, dmin, dmin, dmin };
+	vf16 v = qb_u8_to_f((hsq_vu8x16)sm) * dm; /* exact: 11-bit halves times 6-bit integers */
+	memcpy(out, &v, sizeof v);
+}
+
+/* Block j of a Q4_K super-block: d * sc * q - dmin * m (dequant_q4_k: the
+ * products are exact, so the same bits whether or not the multiply-add is
+ * fused). */
+static inline __attribute__((always_inline)) void q4_k_block(const uint8_t *s, int j, const float *sc, vf16 *lo,
+							      vf16 *hi)
+{
 	const uint8_t *qs = s + 16 + 32 * (j / 2);
 	int shift = j % 2 ? 4 : 0;
+	float d = sc[j], m = sc[8 + j];
 	*lo = u8_to_f(qs, shift, 15) * d - m;
 	*hi = u8_to_f(qs + 16, shift, 15) * d - m;
 }
 
-/* Q6_K: block b holds values 32 (b % 8) .. + 31 of super-block b / 8,
- * d * sc * (q - 32), one scale per 16 (dequant_q6_k; exact products). */
-static inline __attribute__((always_inline)) void qbr_q6_k(const uint8_t *row, int b, vf16 *lo, vf16 *hi)
+/* Q6_K: out[i] = d * sc_i, one scale per 16 values (exact products). */
+static inline __attribute__((always_inline)) void q6_k_scales(const uint8_t *s, float out[16])
 {
-	const uint8_t *s = row + (size_t)(b / 8) * Q6_K_BYTES;
-	int j = b % 8, half = j / 4, g = j % 4;
+	hsq_vi8x16 q;
+	memcpy(&q, s + 192, 16);
+	vf16 v = qb_i8_to_f(q) * qb_f16(s + 208);
+	memcpy(out, &v, sizeof v);
+}
+
+/* Block j of a Q6_K super-block holds its values 32 j .. 32 j + 31, d * sc *
+ * (q - 32) with q = 4 bits of ql | 2 bits of qh << 4 (dequant_q6_k). q - 32
+ * is formed in bytes: the same float as the sum of the converted parts. */
+static inline __attribute__((always_inline)) void q6_k_block(const uint8_t *s, int j, const float *sc, vf16 *lo,
+							      vf16 *hi)
+{
+	int half = j / 4, g = j % 4;
 	const uint8_t *ql = s + 64 * half + 32 * (g & 1), *qh = s + 128 + 32 * half;
-	const int8_t *sc = (const int8_t *)(s + 192) + 2 * j;
-	float d = qb_f16(s + 208);
 	int shift = (g >> 1) * 4;
-	*lo = (u8_to_f(ql, shift, 15) + u8_to_f(qh, 2 * g, 3) * 16.0f - 32.0f) * (d * sc[0]);
-	*hi = (u8_to_f(ql + 16, shift, 15) + u8_to_f(qh + 16, 2 * g, 3) * 16.0f - 32.0f) * (d * sc[1]);
+	hsq_vu8x16 l0, l1, h0, h1;
+	memcpy(&l0, ql, 16);
+	memcpy(&l1, ql + 16, 16);
+	memcpy(&h0, qh, 16);
+	memcpy(&h1, qh + 16, 16);
+	hsq_vi8x16 q0 = (hsq_vi8x16)(((l0 >> shift) & 15) | ((h0 >> (2 * g)) & 3) << 4) - 32;
+	hsq_vi8x16 q1 = (hsq_vi8x16)(((l1 >> shift) & 15) | ((h1 >> (2 * g)) & 3) << 4) - 32;
+	*lo = qb_i8_to_f(q0) * sc[2 * j];
+	*hi = qb_i8_to_f(q1) * sc[2 * j + 1];
 }
 #endif
 
@@ -290,6 +351,8 @@ fused_tile(block_decoder decode, size_t block_bytes, const uint8_t *w, size_t ro
 #pragma GCC unroll 8
 		for (int t = 0; t < T; t++) {
 			vf16 x0 = load16(x + (size_t)t * ldx + 32 * b), x1 = load16(x + (size_t)t * ldx + 32 * b + 16);
+			REG_PIN(x0);
+			REG_PIN(x1);
 #pragma GCC unroll 4
 			for (int r = 0; r < R; r++) {
 				acc[t][r] += lo[r] * x0;
@@ -358,9 +421,68 @@ DEFINE_FUSED(fused_q4_0, q4_0, Q4_0_BYTES)
 DEFINE_FUSED(fused_q4_1, q4_1, Q4_1_BYTES)
 DEFINE_FUSED(fused_q5_0, q5_0, Q5_0_BYTES)
 DEFINE_FUSED(fused_q8_0, q8_0, Q8_0_BYTES)
-#ifndef HSQ_CPU_AVX2 /* block_bytes: the bytes of 32 values, for prefetching */
-DEFINE_FUSED(fused_q4_k, q4_k, Q4_K_BYTES / 8)
-DEFINE_FUSED(fused_q6_k, q6_k, Q6_K_BYTES / 8)
+#ifndef HSQ_CPU_AVX2
+/* fused_tile for the K-quants: the same sums in the same order, the scales
+ * of each row's super-block decoded before its 8 blocks. */
+static inline __attribute__((always_inline)) void
+fused_tile_k(void (*scales)(const uint8_t *, float *),
+	     void (*block)(const uint8_t *, int, const float *, vf16 *, vf16 *), size_t sb_bytes, const uint8_t *w,
+	     size_t row_bytes, int R, const float *x, int ldx, int T, int n, float *y, int ldy)
+{
+	vf16 acc[4][4] = { { { 0 } } };
+	for (int s = 0; s < n / 256; s++) {
+		float sc[4][16];
+#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+			scales(w + (size_t)r * row_bytes + (size_t)s * sb_bytes, sc[r]);
+		/* unrolled so that the shifts of each block's bits are constants
+		 * (a byte shift by a variable widens to words and back) */
+#pragma GCC unroll 8
+		for (int j = 0; j < 8; j++) {
+			int b = 8 * s + j;
+			vf16 lo[4], hi[4];
+#pragma GCC unroll 4
+			for (int r = 0; r < R; r++) {
+				const uint8_t *sb = w + (size_t)r * row_bytes + (size_t)s * sb_bytes;
+				if (T == 1)
+					__builtin_prefetch(sb + (size_t)j * sb_bytes / 8 + FUSED_PREFETCH);
+				block(sb, j, sc[r], &lo[r], &hi[r]);
+			}
+#pragma GCC unroll 4
+			for (int t = 0; t < T; t++) {
+				vf16 x0 = load16(x + (size_t)t * ldx + 32 * b), x1 = load16(x + (size_t)t * ldx + 32 * b + 16);
+				REG_PIN(x0);
+				REG_PIN(x1);
+#pragma GCC unroll 4
+				for (int r = 0; r < R; r++) {
+					acc[t][r] += lo[r] * x0;
+					acc[t][r] += hi[r] * x1;
+				}
+			}
+		}
+	}
+#pragma GCC unroll 4
+	for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+			y[(size_t)t * ldy + r] = hsum16(acc[t][r]) + 0.0f;
+}
+
+#define DEFINE_FUSED_K(name, kind, sb_bytes)                                                                   \
+	static void name(const uint8_t *w, size_t rb, int R, const float *x, int ldx, int T, int n, float *y,   \
+			 int ldy)                                                                               \
+	{                                                                                                       \
+		switch (R * 16 + T) {                                                                           \
+		case 4 * 16 + 4: fused_tile_k(kind##_scales, kind##_block, sb_bytes, w, rb, 4, x, ldx, 4, n, y, ldy); break; \
+		case 4 * 16 + 1: fused_tile_k(kind##_scales, kind##_block, sb_bytes, w, rb, 4, x, ldx, 1, n, y, ldy); break; \
+		case 1 * 16 + 4: fused_tile_k(kind##_scales, kind##_block, sb_bytes, w, rb, 1, x, ldx, 4, n, y, ldy); break; \
+		default: /* R == 1, T == 1 */                                                                  \
+			fused_tile_k(kind##_scales, kind##_block, sb_bytes, w, rb, 1, x, ldx, 1, n, y, ldy);   \
+		}                                                                                               \
+	}
+
+DEFINE_FUSED_K(fused_q4_k, q4_k, Q4_K_BYTES)
+DEFINE_FUSED_K(fused_q6_k, q6_k, Q6_K_BYTES)
 #endif
 
 typedef void (*fused_fn)(const uint8_t *w, size_t rb, int R, const float *x, int ldx, int T, int n, float *y, int ldy);
@@ -517,6 +639,8 @@ typedef struct rope_job {
 	const int *pos;
 	int n_tok, n_heads, head_dim, neox;
 	float freq_base;
+	float *cs; /* the table to read, or to fill when fill; NULL: compute in place */
+	int fill;
 } rope_job;
 
 #define ROPE_TASK_TOKENS 32 /* tokens per RoPE task */
@@ -528,10 +652,22 @@ static void rope_task(void *arg, int task, int thread)
 	int half = r->head_dim / 2, t0 = task * ROPE_TASK_TOKENS;
 	int t1 = r->n_tok - t0 < ROPE_TASK_TOKENS ? r->n_tok : t0 + ROPE_TASK_TOKENS;
 	for (int t = t0; t < t1; t++) {
+		float *cs = r->cs ? r->cs + (size_t)t * half * 2 : NULL;
 		for (int i = 0; i < half; i++) {
-			/* theta_i = pos * base^(-2i/d), in double so long positions keep precision */
-			double theta = (double)r->pos[t] * pow((double)r->freq_base, -2.0 * i / r->head_dim);
-			float c = (float)cos(theta), s = (float)sin(theta);
+			float c, s;
+			if (cs && !r->fill) {
+				c = cs[2 * i];
+				s = cs[2 * i + 1];
+			} else {
+				/* theta_i = pos * base^(-2i/d), in double so long positions keep precision */
+				double theta = (double)r->pos[t] * pow((double)r->freq_base, -2.0 * i / r->head_dim);
+				c = (float)cos(theta);
+				s = (float)sin(theta);
+				if (cs) {
+					cs[2 * i] = c;
+					cs[2 * i + 1] = s;
+				}
+			}
 			int i0 = r->neox ? i : 2 * i, i1 = r->neox ? i + half : 2 * i + 1;
 			for (int h = 0; h < r->n_heads; h++) {
 				float *v = r->x + ((size_t)t * r->n_heads + h) * r->head_dim;
@@ -544,11 +680,57 @@ static void rope_task(void *arg, int task, int thread)
 	(void)thread;
 }
 
+/* The table holding these angles, or the least recently used one made
+ * ready to be filled (*fill = 1); NULL without memory for it (the angles
+ * are then computed in place: the same floats). */
+static rope_angles *rope_table_for(cpu_backend *cb, const int *pos, int n_tok, int head_dim, float freq_base,
+				  int *fill)
+{
+	rope_angles *lru = &cb->rope[0];
+	cb->rope_clock++;
+	for (int i = 0; i < ROPE_TABLES; i++) {
+		rope_angles *tb = &cb->rope[i];
+		if (n_tok > 0 && tb->n_tok == n_tok && tb->head_dim == head_dim && tb->freq_base == freq_base &&
+		    memcmp(tb->pos, pos, (size_t)n_tok * sizeof *pos) == 0) {
+			tb->used = cb->rope_clock;
+			*fill = 0;
+			return tb;
+		}
+		if (tb->used < lru->used)
+			lru = tb;
+	}
+	size_t need = (size_t)n_tok * (size_t)(head_dim / 2) * 2;
+	if (need > lru->cap_cs || (size_t)n_tok > lru->cap_pos) {
+		free(lru->cs);
+		free(lru->pos);
+		lru->cs = malloc(need * sizeof *lru->cs);
+		lru->pos = malloc((size_t)n_tok * sizeof *lru->pos);
+		if (!lru->cs || !lru->pos) {
+			free(lru->cs);
+			free(lru->pos);
+			*lru = (rope_angles){ 0 };
+			return NULL;
+		}
+		lru->cap_cs = need;
+		lru->cap_pos = (size_t)n_tok;
+	}
+	memcpy(lru->pos, pos, (size_t)n_tok * sizeof *pos);
+	lru->n_tok = n_tok;
+	lru->head_dim = head_dim;
+	lru->freq_base = freq_base;
+	lru->used = cb->rope_clock;
+	*fill = 1;
+	return lru;
+}
+
 static void cpu_rope(hsq_backend *be, float *x, const int *pos, int n_tok, int n_heads, int head_dim, float freq_base,
 		     int neox)
 {
-	rope_job r = { x, pos, n_tok, n_heads, head_dim, neox, freq_base };
-	pool_run(((cpu_backend *)be)->pool, (n_tok + ROPE_TASK_TOKENS - 1) / ROPE_TASK_TOKENS, rope_task, &r);
+	cpu_backend *cb = (cpu_backend *)be;
+	int fill = 0;
+	rope_angles *tb = rope_table_for(cb, pos, n_tok, head_dim, freq_base, &fill);
+	rope_job r = { x, pos, n_tok, n_heads, head_dim, neox, freq_base, tb ? tb->cs : NULL, fill };
+	pool_run(cb->pool, (n_tok + ROPE_TASK_TOKENS - 1) / ROPE_TASK_TOKENS, rope_task, &r);
 }
 
 typedef struct attn_job {
@@ -1067,13 +1249,34 @@ static void swiglu_range(float *gate, const float *up, size_t i0, size_t i1)
 		gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
-/* GELU with the tanh approximation, as gemma's reference uses. */
+/* GELU with the tanh approximation, as gemma's reference uses, in the form
+ * 0.5 x (1 + tanh u) = x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3),
+ * 16 values at a time with vexp16 (within 2 ulp of expf; e^(-2u) capped at
+ * e^88, where x / (1 + e^88) is 0 to within 1e-38). libm's tanhf, one value
+ * at a time, was a sixth of gemma-3's prefill (perf). Each value depends
+ * on itself only: the tail goes through the same vector code. */
+static inline vf16 gelu16(vf16 x)
+{
+	const vf16 zero = { 0 }, cap = zero + 88.0f;
+	vf16 z = -2.0f * 0.7978845608028654f * (x + 0.044715f * x * x * x);
+	vi16 over = z > cap;
+	z = (vf16)((over & (vi16)cap) | (~over & (vi16)z));
+	return x / (1.0f + vexp16(z));
+}
+
 static void geglu_range(float *gate, const float *up, size_t i0, size_t i1)
 {
-	const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-	for (size_t i = i0; i < i1; i++) {
-		float x = gate[i];
-		gate[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))) * up[i];
+	size_t i = i0;
+	for (; i + 16 <= i1; i += 16) {
+		vf16 g = gelu16(load16(gate + i)) * load16(up + i);
+		memcpy(gate + i, &g, sizeof g);
+	}
+	if (i < i1) {
+		vf16 x = { 0 }, u = { 0 };
+		memcpy(&x, gate + i, (i1 - i) * sizeof(float));
+		memcpy(&u, up + i, (i1 - i) * sizeof(float));
+		vf16 g = gelu16(x) * u;
+		memcpy(gate + i, &g, (i1 - i) * sizeof(float));
 	}
 }
 
@@ -1203,6 +1406,10 @@ static void cpu_destroy(hsq_backend *be)
 	if (!cb)
 		return;
 	pool_free(cb->pool);
+	for (int i = 0; i < ROPE_TABLES; i++) {
+		free(cb->rope[i].cs);
+		free(cb->rope[i].pos);
+	}
 	free(cb->scratch);
 	free(cb->scores);
 	free(cb->dec_scores);

@@ -581,7 +581,8 @@ static int split_gather(const attend_job *j)
 typedef struct split_job {
 	const attend_job *j;
 	int n_chunks;          /* score tasks per (token, KV head) */
-	int n_dblk;            /* value tasks per (token, KV head): 32-column blocks */
+	int n_dblk;            /* value tasks per (token, KV head): blocks of dblk columns */
+	int dblk;              /* 64 for rows of 128 columns and more, else 32 */
 	float log_size[17];    /* logf(i): a summary's bias for a group of i tokens (8 or 16) */
 } split_job;
 
@@ -676,7 +677,7 @@ static void split_values_task(void *arg, int task, int thread)
 	const struct hsq_tiers *t = j->t;
 	int H = t->n_head_kv, G = t->n_head / H, hd = t->head_dim;
 	int tk = task / sj->n_dblk, ti = tk / H, g = tk % H;
-	int d0 = task % sj->n_dblk * 32, width = hd - d0 < 32 ? hd - d0 : 32;
+	int d0 = task % sj->n_dblk * sj->dblk, width = hd - d0 < sj->dblk ? hd - d0 : sj->dblk;
 	const tier_run *run = t->runs + (size_t)tk * t->cap_runs;
 	for (int hq0 = g * G; hq0 < (g + 1) * G; hq0 += TIERS_KERNEL_MAXQ) {
 		int Q = (g + 1) * G - hq0 < TIERS_KERNEL_MAXQ ? (g + 1) * G - hq0 : TIERS_KERNEL_MAXQ;
@@ -685,6 +686,10 @@ static void split_values_task(void *arg, int task, int thread)
 		for (int i = 0; i < Q; i++) {
 			o[i] = j->out + ((size_t)ti * t->n_head + hq0 + i) * hd + d0;
 			at[i] = t->split_s + ((size_t)ti * t->n_head + hq0 + i) * t->cap_split_rows;
+		}
+		if (width == 64) {
+			tiers_values64_runs(at, Q, run, t->n_runs[tk], d0, o);
+			continue;
 		}
 		if (width == 32) {
 			tiers_values32_runs(at, Q, run, t->n_runs[tk], d0, o);
@@ -720,7 +725,9 @@ static int split_attend(const attend_job *j, hsq_pool *pool)
 	int H = t->n_head_kv, max_rows = 0;
 	for (int task = 0; task < j->n * H; task++)
 		max_rows = t->n_rows[task] > max_rows ? t->n_rows[task] : max_rows;
-	split_job sj = { j, (max_rows + SPLIT_SCORE_ROWS - 1) / SPLIT_SCORE_ROWS, (t->head_dim + 31) / 32, { 0 } };
+	int dblk = t->head_dim >= 128 ? 64 : 32;
+	split_job sj = { j, (max_rows + SPLIT_SCORE_ROWS - 1) / SPLIT_SCORE_ROWS, (t->head_dim + dblk - 1) / dblk, dblk,
+			 { 0 } };
 	for (int i = 1; i <= 16; i++)
 		sj.log_size[i] = logf((float)i);
 	if (sj.n_chunks > 0)
@@ -843,8 +850,11 @@ hsq_status tiers_reserve_chunk(struct hsq_tiers *t, int n)
 	 * picks drift: an LRU cache of one, then two budgets re-decoded evicted
 	 * groups a few tokens later, 87,000 then 12,800 in 64 tokens at 8K on
 	 * SmolLM2), at their L3 rows so that groups fetched side by side are
-	 * one run; pages of groups never fetched are never touched. Growth by
-	 * a quarter at least: online compaction adds a group at a time. */
+	 * one run; pages of groups never fetched are never touched. Room for
+	 * the whole context at once: online compaction adds a group at a time,
+	 * and growing the rows then (realloc, which copied the 600 MB of a 32K
+	 * gemma-3 context when the allocator had them on its heap) was a tenth
+	 * of 128 decode steps (perf: memmove and page clearing). */
 	if (t->mode == HSQ_MODE_HSQ) {
 		if ((size_t)H * max_groups > (size_t)t->cap_fill) {
 			tier_fill *fl = realloc(t->fill, (size_t)H * max_groups * sizeof *fl);
@@ -860,6 +870,7 @@ hsq_status tiers_reserve_chunk(struct hsq_tiers *t, int n)
 				if (x->n_l3 <= x->cap_dec)
 					continue;
 				int cap = x->cap_dec + x->cap_dec / 4 > x->n_l3 ? x->cap_dec + x->cap_dec / 4 : x->n_l3;
+				cap = cap > t->n_ctx ? cap : t->n_ctx;
 				uint16_t *dk = realloc(x->dec_k, (size_t)cap * hd * sizeof *dk);
 				if (dk)
 					x->dec_k = dk;

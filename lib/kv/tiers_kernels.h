@@ -182,6 +182,17 @@ static inline __attribute__((always_inline)) void tiers_values32_runs_q(const fl
 	tiers_values16_runs_q(w, Q, run, n_runs, d0, out);
 	tiers_values16_runs_q(w, Q, run, n_runs, d0 + 16, o2);
 }
+
+static inline __attribute__((always_inline)) void tiers_values64_runs_q(const float *const *w, const int Q,
+									 const tier_run *run, int n_runs, int d0,
+									 float *const *out)
+{
+	float *o2[TIERS_KERNEL_MAXQ];
+	for (int i = 0; i < Q; i++)
+		o2[i] = out[i] + 32;
+	tiers_values32_runs_q(w, Q, run, n_runs, d0, out);
+	tiers_values32_runs_q(w, Q, run, n_runs, d0 + 32, o2);
+}
 #else
 static inline __attribute__((always_inline)) void tiers_scores_q(const float *const *q, const int Q, const uint16_t *k,
 								  size_t ldk, int n, int hd, float scale,
@@ -265,36 +276,57 @@ static inline __attribute__((always_inline)) void tiers_values16_runs_q(const fl
 }
 
 
-/* The same over 32 columns, two accumulators a query: a row's 32 halves
- * are one 64-byte line, where a 16-column task read half a line and the
- * task beside it the other half (each line came from memory twice). */
-static inline __attribute__((always_inline)) void tiers_values32_runs_q(const float *const *w, const int Q,
-									 const tier_run *run, int n_runs, int d0,
-									 float *const *out)
+/* The same over 16 NB columns (NB = 2 or 4, a constant after inlining), NB
+ * accumulators a query: a row's 32 halves are one 64-byte line, where a
+ * 16-column task read half a line and the task beside it the other half
+ * (each line came from memory twice); 64 columns, two lines side by side,
+ * let gemma-3's 256-column rows stream in 4 tasks instead of 8. */
+static inline __attribute__((always_inline)) void tiers_valuesN_runs_q(const float *const *w, const int Q,
+									const tier_run *run, int n_runs, int d0,
+									float *const *out, const int NB)
 {
-	vf16 acc[TIERS_KERNEL_MAXQ][2];
+	vf16 acc[TIERS_KERNEL_MAXQ][4];
 	#pragma GCC unroll 4
 	for (int i = 0; i < Q; i++)
-		acc[i][0] = acc[i][1] = (vf16){ 0 };
+		#pragma GCC unroll 4
+		for (int b = 0; b < NB; b++)
+			acc[i][b] = (vf16){ 0 };
 	for (int m = 0, off = 0; m < n_runs; off += run[m++].n) {
 		const uint16_t *v = run[m].v + d0;
 		if (m + TIERS_PREFETCH_RUNS < n_runs) /* later runs' rows are elsewhere */
 			tiers_prefetch_rows(run[m + TIERS_PREFETCH_RUNS].v + d0, run[m + TIERS_PREFETCH_RUNS].ld,
-					    run[m + TIERS_PREFETCH_RUNS].n, 32);
+					    run[m + TIERS_PREFETCH_RUNS].n, 16 * NB);
 		for (int r = 0; r < run[m].n; r++) {
-			vf16 v0 = load16_h(v + (size_t)r * run[m].ld), v1 = load16_h(v + (size_t)r * run[m].ld + 16);
+			vf16 vv[4];
 			#pragma GCC unroll 4
-			for (int i = 0; i < Q; i++) {
-				acc[i][0] = acc[i][0] + w[i][off + r] * v0;
-				acc[i][1] = acc[i][1] + w[i][off + r] * v1;
-			}
+			for (int b = 0; b < NB; b++)
+				vv[b] = load16_h(v + (size_t)r * run[m].ld + 16 * b);
+			#pragma GCC unroll 4
+			for (int i = 0; i < Q; i++)
+				#pragma GCC unroll 4
+				for (int b = 0; b < NB; b++)
+					acc[i][b] = acc[i][b] + w[i][off + r] * vv[b];
 		}
 	}
 	#pragma GCC unroll 4
-	for (int i = 0; i < Q; i++) {
-		memcpy(out[i], &acc[i][0], sizeof acc[i][0]);
-		memcpy(out[i] + 16, &acc[i][1], sizeof acc[i][1]);
-	}
+	for (int i = 0; i < Q; i++)
+		#pragma GCC unroll 4
+		for (int b = 0; b < NB; b++)
+			memcpy(out[i] + 16 * b, &acc[i][b], sizeof acc[i][b]);
+}
+
+static inline __attribute__((always_inline)) void tiers_values32_runs_q(const float *const *w, const int Q,
+									 const tier_run *run, int n_runs, int d0,
+									 float *const *out)
+{
+	tiers_valuesN_runs_q(w, Q, run, n_runs, d0, out, 2);
+}
+
+static inline __attribute__((always_inline)) void tiers_values64_runs_q(const float *const *w, const int Q,
+									 const tier_run *run, int n_runs, int d0,
+									 float *const *out)
+{
+	tiers_valuesN_runs_q(w, Q, run, n_runs, d0, out, 4);
 }
 
 #endif
@@ -351,6 +383,19 @@ static inline void tiers_values32_runs(const float *const *w, int Q, const tier_
 	case 2: tiers_values32_runs_q(w, 2, run, n_runs, d0, out); break;
 	case 3: tiers_values32_runs_q(w, 3, run, n_runs, d0, out); break;
 	default: tiers_values32_runs_q(w, 4, run, n_runs, d0, out); break;
+	}
+}
+
+/* out[i][c] for the 64 columns c = d0..d0+63: tiers_values16_runs for
+ * d0, d0 + 16, d0 + 32 and d0 + 48, bit for bit. */
+static inline void tiers_values64_runs(const float *const *w, int Q, const tier_run *run, int n_runs, int d0,
+				       float *const *out)
+{
+	switch (Q) {
+	case 1: tiers_values64_runs_q(w, 1, run, n_runs, d0, out); break;
+	case 2: tiers_values64_runs_q(w, 2, run, n_runs, d0, out); break;
+	case 3: tiers_values64_runs_q(w, 3, run, n_runs, d0, out); break;
+	default: tiers_values64_runs_q(w, 4, run, n_runs, d0, out); break;
 	}
 }
 

@@ -138,7 +138,7 @@ Test(tiers_kernels, values_equal_axpy_f32_row_after_row_bit_for_bit)
 			}
 }
 
-/* The decode split (tiers_attend.c) sums one 32-column block (or 16)
+/* The decode split (tiers_attend.c) sums one 64- or 32-column block (or 16)
  * over every run of a head at once: runs of different strides and lengths (L1, the
  * summaries, fetched groups, the tail, some empty), one weight row for all
  * of them; it must equal tiers_values called run after run from zeros. */
@@ -165,8 +165,8 @@ Test(tiers_kernels, values16_over_runs_equal_values_run_after_run_bit_for_bit)
 			for (int i = 0; i < Q * total; i++)
 				w[i] = i % 5 == 3 ? 0.0f : fabsf(w[i]);
 			float *got = calloc((size_t)Q * hd, sizeof *got), *want = calloc((size_t)Q * hd, sizeof *want);
-			float *got32 = calloc((size_t)Q * hd, sizeof *got32);
-			cr_assert(got && want && got32);
+			float *got32 = calloc((size_t)Q * hd, sizeof *got32), *got64 = calloc((size_t)Q * hd, sizeof *got64);
+			cr_assert(got && want && got32 && got64);
 			const float *ws[TIERS_KERNEL_MAXQ];
 			float *o[TIERS_KERNEL_MAXQ], *ow[TIERS_KERNEL_MAXQ];
 			for (int d0 = 0; d0 + 16 <= hd; d0 += 16) {
@@ -182,6 +182,12 @@ Test(tiers_kernels, values16_over_runs_equal_values_run_after_run_bit_for_bit)
 						o32[i] = got32 + (size_t)i * hd + d0;
 					tiers_values32_runs(ws, Q, run, RUNS, d0, o32);
 				}
+				if (d0 % 64 == 0 && d0 + 64 <= hd) { /* 64 columns: the same sums */
+					float *o64[TIERS_KERNEL_MAXQ];
+					for (int i = 0; i < Q; i++)
+						o64[i] = got64 + (size_t)i * hd + d0;
+					tiers_values64_runs(ws, Q, run, RUNS, d0, o64);
+				}
 				const float *at[TIERS_KERNEL_MAXQ];
 				for (int m = 0, off = 0; m < RUNS; off += len[m++]) {
 					for (int i = 0; i < Q; i++)
@@ -194,7 +200,11 @@ Test(tiers_kernels, values16_over_runs_equal_values_run_after_run_bit_for_bit)
 			for (int i = 0; i < Q; i++) /* columns of whole 32-blocks */
 				cr_assert(memcmp(got32 + (size_t)i * hd, want + (size_t)i * hd, (size_t)(hd / 32 * 32) * sizeof *got) == 0,
 					  "values over runs, 32 columns at a time, differ: hd %d, %d heads", hd, Q);
+			for (int i = 0; i < Q; i++) /* columns of whole 64-blocks */
+				cr_assert(memcmp(got64 + (size_t)i * hd, want + (size_t)i * hd, (size_t)(hd / 64 * 64) * sizeof *got) == 0,
+					  "values over runs, 64 columns at a time, differ: hd %d, %d heads", hd, Q);
 			free(got32);
+			free(got64);
 			for (int m = 0; m < RUNS; m++) {
 				free(rows[m]);
 				free(wide[m]);

@@ -78,7 +78,7 @@ typedef struct cpu_backend {
  * each of the rows' multiply-adds, 4 loads where 1 does, and a tile waits
  * on the load ports instead of the multiply-adds (prefill's tile_4x6 at
  * 108 -> 170 GFLOP/s on one Zen 4 core, bench/matmul; the same sums). */
-#if defined(__AVX512F__) || defined(__AVX2__)
+#ifdef __AVX512F__ /* a 16-lane vector is one register only there */
 #define REG_PIN(v) __asm__("" : "+v"(v))
 #else
 #define REG_PIN(v) ((void)0)
@@ -1064,7 +1064,8 @@ typedef struct dec_job {
 	int first, n;  /* the token's positions first..first+n-1 */
 	int r0, run;   /* ring: positions first.. are rows r0..r0+run-1, then 0.. */
 	int n_chunks;  /* score tasks per KV head */
-	int n_dblk;    /* value tasks per KV head: DEC_VALUE_COLS-column blocks, + 1 for a tail */
+	int n_dblk;    /* value tasks per KV head: blocks of cols columns, + 1 for a tail */
+	int cols;      /* DEC_VALUE_COLS, or 64 for rows of 128 columns and more */
 } dec_job;
 
 static inline size_t dec_row(const dec_job *d, int p)
@@ -1122,16 +1123,16 @@ static inline __attribute__((always_inline)) void dec_values_blk(const dec_job *
 								 int d0, float *const *w, float *const *out, const int Q,
 								 const int NB)
 {
-	vf16 acc[8][2] = { { { 0 } } };
+	vf16 acc[8][4] = { { { 0 } } };
 	for (int p = 0; p < d->n; p++) {
 		const uint16_t *row = vb + dec_row(d, p) * kvw + d0;
-		vf16 v[2];
-#pragma GCC unroll 2
+		vf16 v[4];
+#pragma GCC unroll 4
 		for (int b = 0; b < NB; b++)
 			v[b] = load16_h(row + 16 * b);
 #pragma GCC unroll 8
 		for (int i = 0; i < Q; i++)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
 			for (int b = 0; b < NB; b++)
 				acc[i][b] += w[i][p] * v[b];
 	}
@@ -1155,7 +1156,7 @@ static void dec_values_task(void *arg, int task, int thread)
 			w[i] = d->s + ((size_t)g * rep + i0 + i) * j->cb->n_ctx;
 			out[i] = j->out + ((size_t)g * rep + i0 + i) * hd;
 		}
-		int d0 = blk * DEC_VALUE_COLS, d1 = hd - d0 < DEC_VALUE_COLS ? hd : d0 + DEC_VALUE_COLS;
+		int d0 = blk * d->cols, d1 = hd - d0 < d->cols ? hd : d0 + d->cols;
 		int nb = (d1 - d0) / 16; /* 16-lane blocks; the columns past the last one below */
 		for (int i = 0; i < Q; i++)
 			for (int c = d0 + 16 * nb; c < d1; c++) {
@@ -1164,26 +1165,35 @@ static void dec_values_task(void *arg, int task, int thread)
 					o += w[i][p] * hsq_f16_to_f32(vb[dec_row(d, p) * kvw + c]);
 				out[i][c] = o;
 			}
-		if (nb == 0)
-			continue;
-#define DEC_VALUES_Q(q)                                               \
-	case q:                                                       \
-		if (nb == 2)                                          \
-			dec_values_blk(d, vb, kvw, d0, w, out, q, 2); \
-		else                                                  \
-			dec_values_blk(d, vb, kvw, d0, w, out, q, 1); \
+		/* 64 columns at once for up to 4 queries (16 accumulators), else
+		 * 32 and 16: each column sums its rows in the same order */
+		for (int c0 = d0, step = 16; c0 + 16 <= d0 + 16 * nb; c0 += step) {
+			int left = d0 + 16 * nb - c0;
+#define DEC_VALUES_Q(q)                                                                    \
+	case q:                                                                            \
+		if (q <= 4 && left >= 64) {                                                \
+			dec_values_blk(d, vb, kvw, c0, w, out, q, q <= 4 ? 4 : 2);         \
+			step = 64;                                                         \
+		} else if (left >= 32) {                                                   \
+			dec_values_blk(d, vb, kvw, c0, w, out, q, 2);                      \
+			step = 32;                                                         \
+		} else {                                                                   \
+			dec_values_blk(d, vb, kvw, c0, w, out, q, 1);                      \
+			step = 16;                                                         \
+		}                                                                          \
 		break
-		switch (Q) {
-			DEC_VALUES_Q(1);
-			DEC_VALUES_Q(2);
-			DEC_VALUES_Q(3);
-			DEC_VALUES_Q(4);
-			DEC_VALUES_Q(5);
-			DEC_VALUES_Q(6);
-			DEC_VALUES_Q(7);
-			DEC_VALUES_Q(8);
-		}
+			switch (Q) {
+				DEC_VALUES_Q(1);
+				DEC_VALUES_Q(2);
+				DEC_VALUES_Q(3);
+				DEC_VALUES_Q(4);
+				DEC_VALUES_Q(5);
+				DEC_VALUES_Q(6);
+				DEC_VALUES_Q(7);
+				DEC_VALUES_Q(8);
+			}
 #undef DEC_VALUES_Q
+		}
 	}
 }
 
@@ -1195,7 +1205,12 @@ static void attn_decode(cpu_backend *cb, const attn_job *j)
 	d.r0 = d.first % j->cap;
 	d.run = j->cap - d.r0 < d.n ? j->cap - d.r0 : d.n;
 	d.n_chunks = (d.n + DEC_SCORE_CHUNK - 1) / DEC_SCORE_CHUNK;
-	d.n_dblk = (j->head_dim + DEC_VALUE_COLS - 1) / DEC_VALUE_COLS;
+#ifdef HSQ_CPU_AVX2
+	d.cols = DEC_VALUE_COLS;
+#else /* two lines of a row side by side: gemma-3's 256 columns in 4 tasks, not 8 */
+	d.cols = j->head_dim >= 128 && j->n_head / j->n_head_kv <= 4 ? 64 : DEC_VALUE_COLS;
+#endif
+	d.n_dblk = (j->head_dim + d.cols - 1) / d.cols;
 	pool_run(cb->pool, j->n_head_kv * d.n_chunks, dec_scores_task, &d);
 	pool_run(cb->pool, j->n_head, dec_softmax_task, &d);
 	pool_run(cb->pool, j->n_head_kv * d.n_dblk, dec_values_task, &d);

@@ -194,11 +194,55 @@ static inline __attribute__((always_inline)) void tiers_values64_runs_q(const fl
 	tiers_values32_runs_q(w, Q, run, n_runs, d0 + 32, o2);
 }
 #else
+/* Rows r..r+3 when hd is a multiple of 16: 4 rows x Q queries at once, each
+ * query chunk loaded once for the 4 rows and the 4 Q sums reduced together
+ * by hsum16x16 (hsum16's tree, lane by lane) where one hsum16 per
+ * row and query was a third of the kernel's instructions; the same bits. */
+static inline __attribute__((always_inline)) void tiers_scores4_q(const float *const *q, const int Q,
+								   const uint16_t *k, size_t ldk, int r, int hd,
+								   float scale, const float *bias, float *const *s)
+{
+	vf16 acc[16];
+	#pragma GCC unroll 16
+	for (int j = 0; j < 16; j++)
+		acc[j] = (vf16){ 0 };
+	for (int d = 0; d < hd; d += 16) {
+		vf16 kv[4];
+		#pragma GCC unroll 4
+		for (int rr = 0; rr < 4; rr++)
+			kv[rr] = load16_h(k + (size_t)(r + rr) * ldk + d);
+		#pragma GCC unroll 4
+		for (int i = 0; i < Q; i++) {
+			vf16 qv = load16(q[i] + d);
+			#pragma GCC unroll 4
+			for (int rr = 0; rr < 4; rr++)
+				acc[4 * i + rr] += qv * kv[rr];
+		}
+	}
+	vf16 sums = hsum16x16(acc) + 0.0f; /* + tail_dot_h's 0 of no tail */
+	if (bias)
+		#pragma GCC unroll 4
+		for (int i = 0; i < Q; i++)
+			#pragma GCC unroll 4
+			for (int rr = 0; rr < 4; rr++)
+				s[i][r + rr] = sums[4 * i + rr] * scale + bias[r + rr];
+	else
+		#pragma GCC unroll 4
+		for (int i = 0; i < Q; i++)
+			#pragma GCC unroll 4
+			for (int rr = 0; rr < 4; rr++)
+				s[i][r + rr] = sums[4 * i + rr] * scale;
+}
+
 static inline __attribute__((always_inline)) void tiers_scores_q(const float *const *q, const int Q, const uint16_t *k,
 								  size_t ldk, int n, int hd, float scale,
 								  const float *bias, float *const *s)
 {
-	for (int r = 0; r < n; r++) {
+	int r0 = 0;
+	if (hd % 16 == 0)
+		for (; r0 + 4 <= n; r0 += 4)
+			tiers_scores4_q(q, Q, k, ldk, r0, hd, scale, bias, s);
+	for (int r = r0; r < n; r++) {
 		const uint16_t *kr = k + (size_t)r * ldk;
 		vf16 acc[TIERS_KERNEL_MAXQ];
 		#pragma GCC unroll 4

@@ -189,10 +189,8 @@ static void tile_4x4q(const uint16_t *k, int ldk, const float *const *q, int n, 
 		for (int r = 0; r < 4; r++)
 			kv[r] = load16_h(k + (size_t)r * ldk + d);
 #pragma GCC unroll 4
-		for (int i = 0; i < 4; i++) {
+		for (int i = 0; i < 4; i++)
 			qv[i] = load16(q[i] + d);
-			REG_PIN(qv[i]);
-		}
 #pragma GCC unroll 4
 		for (int i = 0; i < 4; i++)
 #pragma GCC unroll 4
@@ -263,8 +261,11 @@ static inline vf16 u8_to_f(const uint8_t *p, int shift, uint8_t mask)
 
 /* The K-quants go a super-block of 256 values at a time: its scales are
  * decoded once into 16 floats (*_scales), which the 8 blocks of 32 then
- * read (*_block). Decoding them per block, with the branches of the
- * 6-bit scale packing, held Q4_K and Q6_K decode steps to 6-8 GB/s. */
+ * read (*_block), in a block loop unrolled so that each block's nibble
+ * shifts are constants. Scales decoded per block through the branches of
+ * the 6-bit packing, and shifts by a variable (gcc widens the bytes to
+ * words and permutes them back), held Q4_K and Q6_K decode steps to 6-8
+ * GB/s. */
 
 /* Q4_K: out[j] = d * sc_j, out[8 + j] = dmin * m_j for sub-blocks j = 0..7
  * (dequant_k.c's scale_min_k4, four bytes at a time: sc and m of 0-3 are
@@ -278,7 +279,9 @@ static inline __attribute__((always_inline)) void q4_k_scales(const uint8_t *s, 
 		      ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u) };
 	float d = qb_f16(s), dmin = qb_f16(s + 2);
 	vf16 dm = { d, d, d, d, d, d, d, d, dmin, dmin, dmin, dmin, dmin, dmin, dmin, dmin };
-	vf16 v = qb_u8_to_f((hsq_vu8x16)sm) * dm; /* exact: 11-bit halves times 6-bit integers */
+	/* the four words as 16 bytes in order (a little-endian host, as
+	 * lib/snapshot requires); exact: 11-bit halves times 6-bit integers */
+	vf16 v = qb_u8_to_f((hsq_vu8x16)sm) * dm;
 	memcpy(out, &v, sizeof v);
 }
 
@@ -683,7 +686,7 @@ static void rope_task(void *arg, int task, int thread)
 /* The table holding these angles, or the least recently used one made
  * ready to be filled (*fill = 1); NULL without memory for it (the angles
  * are then computed in place: the same floats). */
-static rope_angles *rope_table_for(cpu_backend *cb, const int *pos, int n_tok, int head_dim, float freq_base,
+static rope_angles *rope_angles_for(cpu_backend *cb, const int *pos, int n_tok, int head_dim, float freq_base,
 				  int *fill)
 {
 	rope_angles *lru = &cb->rope[0];
@@ -728,7 +731,7 @@ static void cpu_rope(hsq_backend *be, float *x, const int *pos, int n_tok, int n
 {
 	cpu_backend *cb = (cpu_backend *)be;
 	int fill = 0;
-	rope_angles *tb = rope_table_for(cb, pos, n_tok, head_dim, freq_base, &fill);
+	rope_angles *tb = rope_angles_for(cb, pos, n_tok, head_dim, freq_base, &fill);
 	rope_job r = { x, pos, n_tok, n_heads, head_dim, neox, freq_base, tb ? tb->cs : NULL, fill };
 	pool_run(cb->pool, (n_tok + ROPE_TASK_TOKENS - 1) / ROPE_TASK_TOKENS, rope_task, &r);
 }
@@ -1172,7 +1175,7 @@ static void dec_values_task(void *arg, int task, int thread)
 #define DEC_VALUES_Q(q)                                                                    \
 	case q:                                                                            \
 		if (q <= 4 && left >= 64) {                                                \
-			dec_values_blk(d, vb, kvw, c0, w, out, q, q <= 4 ? 4 : 2);         \
+			dec_values_blk(d, vb, kvw, c0, w, out, q, q <= 4 ? 4 : 2); /* 4 for q <= 4 only */ \
 			step = 64;                                                         \
 		} else if (left >= 32) {                                                   \
 			dec_values_blk(d, vb, kvw, c0, w, out, q, 2);                      \

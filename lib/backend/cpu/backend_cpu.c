@@ -231,22 +231,26 @@ typedef struct matmul_job {
  * R x T accumulators. Per output the order is the dot_f32 order (16-lane
  * chunks k = 0, 16, 32, ...), whatever R and T are, so decode (T = 1) and
  * prefill (T = 4 tiles) agree bit for bit. R and T are compile-time
- * constants in every call (always_inline + switch). A decoder gets the
- * row and the index of the block of 32 in it (a k-quant's 32 values sit
- * inside a super-block of 256 that holds their scales). */
-typedef void (*block_decoder)(const uint8_t *row, int b, vf16 *lo, vf16 *hi);
+ * constants in every call (always_inline + switch). A decoder gets a group
+ * of S blocks of a row (S = 1 for the plain types; for a K-quant the 8 of
+ * a super-block of 256, whose scales its group_scales_fn decoded once into
+ * sc) and the index j of the block of 32 in it. */
+typedef void (*group_scales_fn)(const uint8_t *g, float sc[16]);
+typedef void (*group_block_fn)(const uint8_t *g, int j, const float *sc, vf16 *lo, vf16 *hi);
 
-#define ROW_DECODER(name, bytes)                                                                        \
-	static inline __attribute__((always_inline)) void qbr_##name(const uint8_t *row, int b, vf16 *lo, \
-								     vf16 *hi)                           \
-	{                                                                                               \
-		qb_##name(row + (size_t)b * (bytes), lo, hi);                                           \
+#define PLAIN_BLOCK(name)                                                                                   \
+	static inline __attribute__((always_inline)) void name##_block(const uint8_t *g, int j, const float *sc, \
+								       vf16 *lo, vf16 *hi)                    \
+	{                                                                                                   \
+		qb_##name(g, lo, hi);                                                                       \
+		(void)j;                                                                                    \
+		(void)sc;                                                                                   \
 	}
-ROW_DECODER(q4_0, Q4_0_BYTES)
-ROW_DECODER(q4_1, Q4_1_BYTES)
-ROW_DECODER(q5_0, Q5_0_BYTES)
-ROW_DECODER(q8_0, Q8_0_BYTES)
-#undef ROW_DECODER
+PLAIN_BLOCK(q4_0)
+PLAIN_BLOCK(q4_1)
+PLAIN_BLOCK(q5_0)
+PLAIN_BLOCK(q8_0)
+#undef PLAIN_BLOCK
 
 #ifndef HSQ_CPU_AVX2
 #define Q4_K_BYTES 144
@@ -339,27 +343,39 @@ static inline __attribute__((always_inline)) void q6_k_block(const uint8_t *s, i
 #endif
 
 static inline __attribute__((always_inline)) void
-fused_tile(block_decoder decode, size_t block_bytes, const uint8_t *w, size_t row_bytes, int R, const float *x,
-	   int ldx, int T, int n, float *y, int ldy)
+fused_tile(group_scales_fn scales, group_block_fn block, const int S, size_t group_bytes, const uint8_t *w,
+	   size_t row_bytes, int R, const float *x, int ldx, int T, int n, float *y, int ldy)
 {
 	vf16 acc[8][4] = { { { 0 } } };
-	for (int b = 0; b < n / 32; b++) {
-		vf16 lo[4], hi[4];
+	for (int s = 0; s < n / (32 * S); s++) {
+		float sc[4][16];
+		if (scales)
 #pragma GCC unroll 4
-		for (int r = 0; r < R; r++) {
-			if (T == 1)
-				__builtin_prefetch(w + (size_t)r * row_bytes + (size_t)b * block_bytes + FUSED_PREFETCH);
-			decode(w + (size_t)r * row_bytes, b, &lo[r], &hi[r]);
-		}
+			for (int r = 0; r < R; r++)
+				scales(w + (size_t)r * row_bytes + (size_t)s * group_bytes, sc[r]);
+		/* unrolled so that the shifts of each block's bits are constants
+		 * (a byte shift by a variable widens to words and back) */
 #pragma GCC unroll 8
-		for (int t = 0; t < T; t++) {
-			vf16 x0 = load16(x + (size_t)t * ldx + 32 * b), x1 = load16(x + (size_t)t * ldx + 32 * b + 16);
-			REG_PIN(x0);
-			REG_PIN(x1);
+		for (int j = 0; j < S; j++) {
+			int b = S * s + j;
+			vf16 lo[4], hi[4];
 #pragma GCC unroll 4
 			for (int r = 0; r < R; r++) {
-				acc[t][r] += lo[r] * x0;
-				acc[t][r] += hi[r] * x1;
+				const uint8_t *g = w + (size_t)r * row_bytes + (size_t)s * group_bytes;
+				if (T == 1)
+					__builtin_prefetch(g + (size_t)j * group_bytes / S + FUSED_PREFETCH);
+				block(g, j, sc[r], &lo[r], &hi[r]);
+			}
+#pragma GCC unroll 8
+			for (int t = 0; t < T; t++) {
+				vf16 x0 = load16(x + (size_t)t * ldx + 32 * b), x1 = load16(x + (size_t)t * ldx + 32 * b + 16);
+				REG_PIN(x0);
+				REG_PIN(x1);
+#pragma GCC unroll 4
+				for (int r = 0; r < R; r++) {
+					acc[t][r] += lo[r] * x0;
+					acc[t][r] += hi[r] * x1;
+				}
 			}
 		}
 	}
@@ -375,7 +391,7 @@ fused_tile(block_decoder decode, size_t block_bytes, const uint8_t *w, size_t ro
 	fused_tile8(qb8_##decode, block_bytes, w, rb, R, x, ldx, T, n, y, ldy)
 #else
 #define FUSED_TILE(decode, block_bytes, w, rb, R, x, ldx, T, n, y, ldy) \
-	fused_tile(qbr_##decode, block_bytes, w, rb, R, x, ldx, T, n, y, ldy)
+	fused_tile(NULL, decode##_block, 1, block_bytes, w, rb, R, x, ldx, T, n, y, ldy)
 #endif
 
 /* Tile of the fused kernels, rows x tokens: its accumulators (R x T
@@ -425,62 +441,17 @@ DEFINE_FUSED(fused_q4_1, q4_1, Q4_1_BYTES)
 DEFINE_FUSED(fused_q5_0, q5_0, Q5_0_BYTES)
 DEFINE_FUSED(fused_q8_0, q8_0, Q8_0_BYTES)
 #ifndef HSQ_CPU_AVX2
-/* fused_tile for the K-quants: the same sums in the same order, the scales
- * of each row's super-block decoded before its 8 blocks. */
-static inline __attribute__((always_inline)) void
-fused_tile_k(void (*scales)(const uint8_t *, float *),
-	     void (*block)(const uint8_t *, int, const float *, vf16 *, vf16 *), size_t sb_bytes, const uint8_t *w,
-	     size_t row_bytes, int R, const float *x, int ldx, int T, int n, float *y, int ldy)
-{
-	vf16 acc[4][4] = { { { 0 } } };
-	for (int s = 0; s < n / 256; s++) {
-		float sc[4][16];
-#pragma GCC unroll 4
-		for (int r = 0; r < R; r++)
-			scales(w + (size_t)r * row_bytes + (size_t)s * sb_bytes, sc[r]);
-		/* unrolled so that the shifts of each block's bits are constants
-		 * (a byte shift by a variable widens to words and back) */
-#pragma GCC unroll 8
-		for (int j = 0; j < 8; j++) {
-			int b = 8 * s + j;
-			vf16 lo[4], hi[4];
-#pragma GCC unroll 4
-			for (int r = 0; r < R; r++) {
-				const uint8_t *sb = w + (size_t)r * row_bytes + (size_t)s * sb_bytes;
-				if (T == 1)
-					__builtin_prefetch(sb + (size_t)j * sb_bytes / 8 + FUSED_PREFETCH);
-				block(sb, j, sc[r], &lo[r], &hi[r]);
-			}
-#pragma GCC unroll 4
-			for (int t = 0; t < T; t++) {
-				vf16 x0 = load16(x + (size_t)t * ldx + 32 * b), x1 = load16(x + (size_t)t * ldx + 32 * b + 16);
-				REG_PIN(x0);
-				REG_PIN(x1);
-#pragma GCC unroll 4
-				for (int r = 0; r < R; r++) {
-					acc[t][r] += lo[r] * x0;
-					acc[t][r] += hi[r] * x1;
-				}
-			}
-		}
-	}
-#pragma GCC unroll 4
-	for (int t = 0; t < T; t++)
-#pragma GCC unroll 4
-		for (int r = 0; r < R; r++)
-			y[(size_t)t * ldy + r] = hsum16(acc[t][r]) + 0.0f;
-}
-
+/* The K-quants a super-block (8 blocks) at a time. */
 #define DEFINE_FUSED_K(name, kind, sb_bytes)                                                                   \
 	static void name(const uint8_t *w, size_t rb, int R, const float *x, int ldx, int T, int n, float *y,   \
 			 int ldy)                                                                               \
 	{                                                                                                       \
 		switch (R * 16 + T) {                                                                           \
-		case 4 * 16 + 4: fused_tile_k(kind##_scales, kind##_block, sb_bytes, w, rb, 4, x, ldx, 4, n, y, ldy); break; \
-		case 4 * 16 + 1: fused_tile_k(kind##_scales, kind##_block, sb_bytes, w, rb, 4, x, ldx, 1, n, y, ldy); break; \
-		case 1 * 16 + 4: fused_tile_k(kind##_scales, kind##_block, sb_bytes, w, rb, 1, x, ldx, 4, n, y, ldy); break; \
+		case 4 * 16 + 4: fused_tile(kind##_scales, kind##_block, 8, sb_bytes, w, rb, 4, x, ldx, 4, n, y, ldy); break; \
+		case 4 * 16 + 1: fused_tile(kind##_scales, kind##_block, 8, sb_bytes, w, rb, 4, x, ldx, 1, n, y, ldy); break; \
+		case 1 * 16 + 4: fused_tile(kind##_scales, kind##_block, 8, sb_bytes, w, rb, 1, x, ldx, 4, n, y, ldy); break; \
 		default: /* R == 1, T == 1 */                                                                  \
-			fused_tile_k(kind##_scales, kind##_block, sb_bytes, w, rb, 1, x, ldx, 1, n, y, ldy);   \
+			fused_tile(kind##_scales, kind##_block, 8, sb_bytes, w, rb, 1, x, ldx, 1, n, y, ldy);   \
 		}                                                                                               \
 	}
 

@@ -237,6 +237,7 @@ void tiers_free(struct hsq_tiers *t)
 	free(t->runs);
 	free(t->n_runs);
 	free(t->n_rows);
+	free(t->sum_rows);
 	free(t->split_fetched);
 	free(t->split_s);
 	free(t->trace_buf);

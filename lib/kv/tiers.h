@@ -150,6 +150,8 @@ struct hsq_tiers {
 				      * (token, KV head) attends, in score order */
 	int *n_runs;                 /* [n * n_head_kv] */
 	int *n_rows;                 /* [n * n_head_kv] rows over all of its runs */
+	uint8_t *sum_rows;           /* [n * n_head_kv] what its summary rows of split_s need
+				      * (tiers_attend.c, enum sum_rows) */
 	uint8_t *split_fetched;      /* [n * n_head_kv][cap_runs] 1 = group fetched */
 	float *split_s;              /* [n * n_head][cap_split_rows] scores, then weights */
 	int cap_split_tok, cap_runs, cap_split_rows;
@@ -166,7 +168,8 @@ typedef struct tier_fill {
 
 typedef struct tier_scratch {
 	int cap_groups, cap_fetch, cap_scores, cap_pos, cap_keys;
-	void *rank;            /* [2 * cap_groups] ranking pairs: by key codes, by summary */
+	void *rank;            /* [3 * cap_groups] the rankings by key codes and by summary, and
+				* the radix sort's buffer */
 	float *gscore;         /* [cap_groups] the groups' key-code scores */
 	float *kscore;         /* [cap_keys] every L3 key's code score */
 	float *pq_table;       /* [n_head / n_head_kv][head_dim * TIER_PQ_K] the query

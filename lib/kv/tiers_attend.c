@@ -10,7 +10,8 @@
  *      highest induction score, tiers.h) takes every group;
  *   2. fetch: decode each group that some token of the chunk takes, once,
  *      into its rows of the head's decoded copy of L3 (which keeps it for
- *      the next calls), the keys rotated to their positions, in fp16;
+ *      the next calls), the keys rotated to their positions, in fp16 (for
+ *      one token taking a few new groups, by the route task of the head);
  *   3. attend, for each token and KV head, for each query head (up to four
  *      at once sharing each row load, tiers_kernels.h): softmax over L1
  *      tokens, the summaries of the groups not fetched (score + log(group
@@ -36,9 +37,7 @@
 
 /* A group in a ranking: its score and index in one 64-bit key whose
  * unsigned order is the ranking's order (higher score first, ties to the
- * lower group index), so that the heap compares one integer: with a
- * struct and a two-field comparison, the heap was 6% of an 8K decode step
- * on SmolLM2 (perf). High word: the score's bits mapped to an unsigned
+ * lower group index). High word: the score's bits mapped to an unsigned
  * order (negative floats flipped whole, others with the sign bit set);
  * low word: the group index complemented. Scores are never NaN. */
 typedef uint64_t ranked_group;
@@ -57,40 +56,42 @@ static inline int32_t rank_group(ranked_group r)
 	return (int32_t)~(uint32_t)r;
 }
 
-static inline int ranks_before(ranked_group a, ranked_group b)
+/* Sorts n groups into the ranking's order (best first) by a stable radix
+ * sort on the score word, 8 bits a pass, from a[] in ascending group
+ * order, so that equal scores keep the lower group first as the full key
+ * orders them; tmp holds n. The router takes a few hundred groups from
+ * each ranking: a heap popped them one at a time, a branch mispredicted
+ * at nearly every level (heap_sift was 5.5% of an 8K decode step on
+ * SmolLM2, perf); the radix passes do not branch on the data. A pass
+ * whose digit is the same for every group is skipped. */
+static void rank_sort(ranked_group *a, ranked_group *tmp, int n)
 {
-	return a > b;
-}
-
-/* Heap of n groups, the first in ranks_before order at the root. The
- * router takes a few hundred of the groups from each ranking, so popping
- * them from a heap (O(n) to build, O(log n) a group) replaces sorting all
- * of them. */
-static void heap_sift(ranked_group *a, int n, int i)
-{
-	ranked_group v = a[i];
-	for (int c; (c = 2 * i + 1) < n; i = c) {
-		if (c + 1 < n && ranks_before(a[c + 1], a[c]))
-			c++;
-		if (!ranks_before(a[c], v))
-			break;
-		a[i] = a[c];
+	if (n < 2)
+		return;
+	uint32_t count[4][256] = { { 0 } };
+	for (int i = 0; i < n; i++) {
+		uint32_t u = ~(uint32_t)(a[i] >> 32); /* ascending in u is descending in score */
+		for (int p = 0; p < 4; p++)
+			count[p][u >> (8 * p) & 255]++;
 	}
-	a[i] = v;
-}
-
-static void heap_build(ranked_group *a, int n)
-{
-	for (int i = n / 2 - 1; i >= 0; i--)
-		heap_sift(a, n, i);
-}
-
-static ranked_group heap_pop(ranked_group *a, int *n)
-{
-	ranked_group top = a[0];
-	a[0] = a[--*n];
-	heap_sift(a, *n, 0);
-	return top;
+	ranked_group *src = a, *dst = tmp;
+	for (int p = 0; p < 4; p++) {
+		uint32_t at = 0, *c = count[p];
+		if (c[~(uint32_t)(src[0] >> 32) >> (8 * p) & 255] == (uint32_t)n)
+			continue;
+		for (int b = 0; b < 256; b++) {
+			uint32_t m = c[b];
+			c[b] = at;
+			at += m;
+		}
+		for (int i = 0; i < n; i++)
+			dst[c[~(uint32_t)(src[i] >> 32) >> (8 * p) & 255]++] = src[i];
+		ranked_group *swap = src;
+		src = dst;
+		dst = swap;
+	}
+	if (src != a)
+		memcpy(a, src, (size_t)n * sizeof *a);
 }
 
 /* Grows a scratch buffer; returns 0 or -1. */
@@ -110,7 +111,7 @@ static hsq_status ensure_scratch(struct hsq_tiers *t, int groups, int fetch, int
 	for (int i = 0; i < t->n_threads; i++) {
 		tier_scratch *x = &t->scratch[i];
 		if (groups > x->cap_groups || !x->gk) {
-			if (reserve(&x->rank, 2 * groups, sizeof(ranked_group)) ||
+			if (reserve(&x->rank, 3 * groups, sizeof(ranked_group)) ||
 			    reserve((void **)&x->gscore, groups, sizeof(float)) ||
 			    reserve((void **)&x->pq_table, t->n_head / t->n_head_kv * hd * TIER_PQ_K, sizeof(float)) ||
 			    reserve((void **)&x->fetched, groups, 1) || reserve((void **)&x->gk, groups, sizeof *x->gk) ||
@@ -168,6 +169,11 @@ typedef struct attend_job {
 	int use_cache;         /* 1: fetched groups are read from the heads'
 				* decoded rows (filled before the attention
 				* tasks run, read only by them) */
+	int fill_in_route;     /* 1: each route task decodes the groups it takes
+				* that are not decoded yet, when they are few
+				* (one token: one task per KV head, so no two
+				* tasks share a head's rows); step 2 then finds
+				* nothing left and runs no region */
 	tier_score_fn score;   /* the router's group scores (the backend's op) */
 	void *score_user;
 } attend_job;
@@ -184,7 +190,7 @@ typedef struct attend_job {
  * largest over the G query heads. x: the task's scratch (rankings of
  * 2 n_group entries, the router's tables and scores). */
 static void route(const struct hsq_tiers *t, const tier_head *h, const float *q, int G, int hd, int budget,
-		  tier_score_fn score, void *score_user, tier_scratch *x, uint8_t *fetched)
+		  tier_score_fn score, void *score_user, tier_scratch *x, float *const *sum_dots, uint8_t *fetched)
 {
 	int ng = h->n_group;
 	ranked_group *by_bound = x->rank, *by_mean = by_bound + ng;
@@ -192,7 +198,9 @@ static void route(const struct hsq_tiers *t, const tier_head *h, const float *q,
 	if (coded)
 		score(score_user, t, h, q, G, x->pq_table, x->kscore, x->gscore);
 	/* q.k_summary, the largest over the query heads, up to four heads at
-	 * a time through x->s (free until the attention) */
+	 * a time through sum_dots[head] when given (the split attention's
+	 * score rows, which then take them: split_scores_task), else through
+	 * x->s (free until the attention) */
 	float *best = x->sum_score;
 	for (int k = 0; k < ng; k++)
 		best[k] = -INFINITY;
@@ -202,7 +210,7 @@ static void route(const struct hsq_tiers *t, const tier_head *h, const float *q,
 		float *dots[TIERS_KERNEL_MAXQ];
 		for (int i = 0; i < Q; i++) {
 			qs[i] = q + (size_t)(hq0 + i) * hd;
-			dots[i] = x->s + (size_t)i * x->cap_scores;
+			dots[i] = sum_dots ? sum_dots[hq0 + i] : x->s + (size_t)i * x->cap_scores;
 		}
 		tiers_scores(qs, Q, h->sum_k, (size_t)hd, ng, hd, 1.0f, NULL, dots);
 		for (int i = 0; i < Q; i++)
@@ -213,28 +221,25 @@ static void route(const struct hsq_tiers *t, const tier_head *h, const float *q,
 		by_bound[k] = rank_key(coded ? x->gscore[k] : best[k], k);
 		by_mean[k] = rank_key(best[k], k);
 	}
-	heap_build(by_bound, ng);
-	heap_build(by_mean, ng);
+	rank_sort(by_bound, by_mean + ng, ng);
+	rank_sort(by_mean, by_mean + ng, ng);
 	ranked_group *list[2] = { by_bound, by_mean };
-	int left[2] = { ng, ng }, total = 0, largest = 0;
+	int next[2] = { 0, 0 }, total = 0, largest = 0; /* next: each ranking's first group not passed */
 	for (int k = 0; k < ng; k++)
 		largest = h->g_start[k + 1] - h->g_start[k] > largest ? h->g_start[k + 1] - h->g_start[k] : largest;
-	for (int turn = 0; (left[0] > 0 || left[1] > 0) && total < budget; turn ^= 1) {
+	for (int turn = 0; (next[0] < ng || next[1] < ng) && total < budget; turn ^= 1) {
 		if (budget - total < largest) {
-			/* Near the budget most groups no longer fit, and popping
-			 * through them all (the heaps drained to the end) was a
-			 * tenth of a decode step (perf). A list's next take is its
-			 * best group that is not taken and fits, among those not
-			 * popped yet (every popped one is out for good): one scan. */
+			/* Near the budget most groups no longer fit: a ranking's
+			 * next take is its best group not taken that fits, and
+			 * the groups passed over stay for its later turns. */
 			int pick = -1;
-			for (int i = 0; i < left[turn]; i++) {
+			for (int i = next[turn]; i < ng && pick < 0; i++) {
 				int k = rank_group(list[turn][i]);
-				if (!fetched[k] && total + h->g_start[k + 1] - h->g_start[k] <= budget &&
-				    (pick < 0 || ranks_before(list[turn][i], list[turn][pick])))
+				if (!fetched[k] && total + h->g_start[k + 1] - h->g_start[k] <= budget)
 					pick = i;
 			}
 			if (pick < 0) {
-				left[turn] = 0;
+				next[turn] = ng;
 				continue;
 			}
 			int k = rank_group(list[turn][pick]);
@@ -242,12 +247,12 @@ static void route(const struct hsq_tiers *t, const tier_head *h, const float *q,
 			total += h->g_start[k + 1] - h->g_start[k];
 			continue;
 		}
-		while (left[turn] > 0) {
-			int k = rank_group(heap_pop(list[turn], &left[turn])), size = h->g_start[k + 1] - h->g_start[k];
-			if (fetched[k] || total + size > budget)
+		while (next[turn] < ng) { /* every group fits here: skip those taken */
+			int k = rank_group(list[turn][next[turn]++]);
+			if (fetched[k])
 				continue;
 			fetched[k] = 1;
-			total += size;
+			total += h->g_start[k + 1] - h->g_start[k];
 			break;
 		}
 	}
@@ -298,35 +303,6 @@ static void rows_from(float **at, float *const *sr, int Q, int off)
 		at[i] = sr[i] + off;
 }
 
-/* Step 1 for one token and KV head: the groups to fetch, in group order,
- * into the task's row of the trace. */
-static void route_task(void *arg, int task, int thread)
-{
-	const attend_job *j = arg;
-	struct hsq_tiers *t = j->t;
-	const tier_layer *L = j->L;
-	tier_scratch *x = &t->scratch[thread];
-	int H = t->n_head_kv, G = t->n_head / H, hd = t->head_dim;
-	int ti = task / H, g = task % H;
-	const tier_head *h = &L->heads[g];
-	int32_t *tr = j->trace + (size_t)task * j->max_groups;
-	int n = 0;
-	if (h->n_group > 0 && j->budget > 0) {
-		if (j->budget == INT_MAX || h->retrieval) {
-			for (int k = 0; k < h->n_group; k++)
-				tr[n++] = k;
-		} else {
-			memset(x->fetched, 0, (size_t)h->n_group);
-			route(t, h, j->q + (size_t)ti * t->n_head * hd + (size_t)g * G * hd, G, hd, j->budget, j->score,
-			      j->score_user, x, x->fetched);
-			for (int k = 0; k < h->n_group; k++)
-				if (x->fetched[k])
-					tr[n++] = k;
-		}
-	}
-	j->n_trace[task] = n;
-}
-
 /* Decodes group k of head h into fp16 rows dk, dv ([group size][head_dim]
  * each), the keys rotated to their positions. */
 static void decode_group(const struct hsq_tiers *t, const tier_layer *L, const tier_head *h, int k, uint16_t *dk,
@@ -342,6 +318,71 @@ static void decode_group(const struct hsq_tiers *t, const tier_layer *L, const t
 		f16_row_from_f32(dk + (size_t)i * hd, kf, hd);
 		f16_row_from_f32(dv + (size_t)i * hd, vf, hd);
 	}
+}
+
+/* Groups a route task decodes itself (fill_in_route): after the first
+ * steps of a decode, a token's router takes a few groups that no earlier
+ * token took, and a region of their own cost more than decoding them. */
+#define TIERS_ROUTE_FILLS 32
+
+/* Step 1 for one token and KV head: the groups to fetch, in group order,
+ * into the task's row of the trace. For a chunk the split attention can
+ * take, the router's q.k_summary dots go to the summaries' rows of the
+ * split scores, and t->sum_dots[task] says what the summary rows need
+ * (enum sum_rows). */
+enum sum_rows {
+	SUM_ROWS_SCORE,  /* score the summaries */
+	SUM_ROWS_DOTS,   /* the router left q.k_summary in the rows: scale them */
+	SUM_ROWS_MASKED, /* every group fetched: every summary masked */
+};
+
+static void route_task(void *arg, int task, int thread)
+{
+	const attend_job *j = arg;
+	struct hsq_tiers *t = j->t;
+	const tier_layer *L = j->L;
+	tier_scratch *x = &t->scratch[thread];
+	int H = t->n_head_kv, G = t->n_head / H, hd = t->head_dim;
+	int ti = task / H, g = task % H;
+	const tier_head *h = &L->heads[g];
+	int32_t *tr = j->trace + (size_t)task * j->max_groups;
+	int n = 0, split = j->n <= t->cap_split_tok && G <= TIER_PQ_MAX_G;
+	uint8_t rows = SUM_ROWS_SCORE;
+	if (h->n_group > 0 && j->budget > 0) {
+		if (j->budget == INT_MAX || h->retrieval) {
+			for (int k = 0; k < h->n_group; k++)
+				tr[n++] = k;
+			rows = SUM_ROWS_MASKED;
+		} else {
+			float *dots[TIER_PQ_MAX_G];
+			for (int i = 0; split && i < G; i++)
+				dots[i] = t->split_s + ((size_t)ti * t->n_head + (size_t)g * G + i) * t->cap_split_rows +
+					  h->n_l1;
+			memset(x->fetched, 0, (size_t)h->n_group);
+			route(t, h, j->q + (size_t)ti * t->n_head * hd + (size_t)g * G * hd, G, hd, j->budget, j->score,
+			      j->score_user, x, split ? dots : NULL, x->fetched);
+			for (int k = 0; k < h->n_group; k++)
+				if (x->fetched[k])
+					tr[n++] = k;
+			rows = split ? SUM_ROWS_DOTS : SUM_ROWS_SCORE;
+		}
+	}
+	if (split)
+		t->sum_rows[task] = rows;
+	j->n_trace[task] = n;
+	if (!j->fill_in_route)
+		return;
+	int new_groups = 0;
+	for (int f = 0; f < n; f++)
+		new_groups += !h->g_decoded[tr[f]];
+	if (new_groups > TIERS_ROUTE_FILLS) /* the first steps: left to step 2's region, in parallel */
+		return;
+	for (int f = 0; f < n; f++)
+		if (!h->g_decoded[tr[f]]) {
+			size_t at = (size_t)h->g_start[tr[f]] * hd;
+			decode_group(t, L, h, tr[f], h->dec_k + at, h->dec_v + at);
+			h->g_decoded[tr[f]] = 1;
+		}
 }
 
 /* Step 2: the groups the chunk's tokens fetch that are not decoded yet,
@@ -627,11 +668,22 @@ static void split_scores_task(void *arg, int task, int thread)
 			const uint16_t *k = run[m].k + (size_t)(a - off) * run[m].ld;
 			const float *b_at = NULL;
 			if (run[m].kind == TIER_RUN_SUMMARY) { /* a summary stands for its group's tokens */
+				if (t->sum_rows[tk] == SUM_ROWS_MASKED) {
+					for (int i = 0; i < Q; i++)
+						for (int r = a; r < b; r++)
+							at[i][r - a] = -INFINITY;
+					continue;
+				}
 				for (int r = a; r < b; r++) {
 					int size = h->g_start[r - off + 1] - h->g_start[r - off];
 					bias[r - a] = size <= 16 ? sj->log_size[size] : logf((float)size);
 				}
 				b_at = bias;
+				if (t->sum_rows[tk] == SUM_ROWS_DOTS) { /* the router's dots, as tiers_scores ends */
+					for (int i = 0; i < Q; i++)
+						tiers_scale_scores(at[i], b - a, t->attn_scale, b_at, fetched + (a - off));
+					continue;
+				}
 			}
 			if (m + TIERS_PREFETCH_RUNS < t->n_runs[tk] && hq0 == g * G) /* later runs' rows are elsewhere */
 				tiers_prefetch_rows(run[m + TIERS_PREFETCH_RUNS].k, run[m + TIERS_PREFETCH_RUNS].ld,
@@ -760,6 +812,7 @@ void tiers_attend(struct hsq_tiers *t, int layer, const float *q, const float *k
 	for (int h = 0; h < H; h++)
 		j.max_groups = L->heads[h].n_group > j.max_groups ? L->heads[h].n_group : j.max_groups;
 	j.use_cache = t->mode == HSQ_MODE_HSQ && !t->group_cache_off;
+	j.fill_in_route = j.use_cache && n == 1;
 	j.trace = t->trace_buf;
 	j.n_trace = t->trace_count;
 	j.recall = full_k ? t->recall_buf : NULL;
@@ -825,6 +878,7 @@ hsq_status tiers_reserve_chunk(struct hsq_tiers *t, int n)
 		if (reserve((void **)&t->runs, tok * H * runs, sizeof *t->runs) ||
 		    reserve((void **)&t->n_runs, tok * H, sizeof *t->n_runs) ||
 		    reserve((void **)&t->n_rows, tok * H, sizeof *t->n_rows) ||
+		    reserve((void **)&t->sum_rows, tok * H, sizeof *t->sum_rows) ||
 		    reserve((void **)&t->split_fetched, tok * H * runs, 1) ||
 		    reserve((void **)&t->split_s, tok * t->n_head * rows, sizeof *t->split_s))
 			return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the decode attention scratch");

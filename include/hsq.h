@@ -343,6 +343,9 @@ HSQ_API hsq_status hsq_sampler_new(const hsq_sampler_params *params, hsq_sampler
 HSQ_API void hsq_sampler_free(hsq_sampler *sampler);
 /* Picks a token from n_vocab logits. Ties in greedy mode go to the lowest id. */
 HSQ_API hsq_token hsq_sampler_sample(hsq_sampler *sampler, const float *logits, int n_vocab);
+/* The greedy pick: the lowest index of the largest of x[0..n-1] (n >= 1; a
+ * NaN is never larger; 0 when x[0] is the largest or NaN). */
+HSQ_API int hsq_argmax(const float *x, int n);
 
 /* ------------------------------------------------------------- snapshot */
 

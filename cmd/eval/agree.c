@@ -84,7 +84,7 @@ static int follow(agree_run *A, hsq_context *ctx, int is_full, int *first_div)
 	int agree = 0;
 	*first_div = -1;
 	for (int i = 0; i < M; i++) {
-		hsq_token best = eval_argmax(A->R->logits, V);
+		hsq_token best = hsq_argmax(A->R->logits, V);
 		if (is_full)
 			A->gen[i] = best;
 		if (best == A->gen[i])

@@ -152,7 +152,7 @@ static void measure(bench_run *B, hsq_snapshot_mode mode, const hsq_token *toks,
 	t0 = cli_now();
 	for (int i = 0; i < D; i++) {
 		eval_eval(R, ctx, &toks[L + i], 1, R->logits, 0);
-		(void)eval_argmax(R->logits, R->mi.n_vocab);
+		(void)hsq_argmax(R->logits, R->mi.n_vocab);
 	}
 	v[B_DECODE] = D / (cli_now() - t0);
 	v[B_RSS] = (double)eval_rss_now();

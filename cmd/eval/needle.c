@@ -331,7 +331,7 @@ static int answer(needle_run *N, const trial *T, hsq_context *ctx, char *out, si
 	hsq_detok dt = { { 0 }, 0 };
 	size_t len = 0;
 	for (int k = 0; k < N_ANSWER; k++) {
-		hsq_token best = eval_argmax(R->logits, R->mi.n_vocab);
+		hsq_token best = hsq_argmax(R->logits, R->mi.n_vocab);
 		if (hsq_token_is_eog(R->model, best))
 			break;
 		char buf[64];

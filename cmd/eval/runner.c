@@ -170,15 +170,6 @@ hsq_context *eval_load(eval_runner *R, const char *path, int n_ctx, hsq_snapshot
 	return ctx;
 }
 
-int eval_argmax(const float *x, int n)
-{
-	int b = 0;
-	for (int i = 1; i < n; i++)
-		if (x[i] > x[b])
-			b = i;
-	return b;
-}
-
 double eval_nll(const float *logits, int n, int target)
 {
 	float mx = logits[0];

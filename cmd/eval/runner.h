@@ -45,7 +45,6 @@ hsq_context *eval_load(eval_runner *R, const char *path, int n_ctx, hsq_snapshot
 /* Dies with the library's message for a failed call. */
 void eval_die_status(hsq_status st, const char *what) __attribute__((noreturn));
 
-int eval_argmax(const float *x, int n);
 /* -log softmax(logits)[target], in double. */
 double eval_nll(const float *logits, int n, int target);
 /* Bytes of the fast tier: L1 + L2; for full, the whole cache at fp16. */

@@ -818,7 +818,13 @@ void tiers_attend(struct hsq_tiers *t, int layer, const float *q, const float *k
 	j.recall = full_k ? t->recall_buf : NULL;
 	j.score = score;
 	j.score_user = score_user;
-	pool_run(pool, n * H, route_task, &j);
+	if (j.max_groups > 0) {
+		pool_run(pool, n * H, route_task, &j);
+	} else { /* no groups (quant, a sliding layer): nothing to route, and no region to wait for */
+		memset(j.n_trace, 0, (size_t)n * H * sizeof *j.n_trace);
+		if (n <= t->cap_split_tok)
+			memset(t->sum_rows, SUM_ROWS_SCORE, (size_t)n * H);
+	}
 	int n_fill = j.use_cache ? list_fills(&j) : 0;
 	if (n_fill > 0)
 		pool_run(pool, n_fill, fill_task, &j);

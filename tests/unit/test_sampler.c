@@ -23,6 +23,48 @@ Test(sampler, greedy_is_argmax_lowest_id_on_ties)
 	hsq_sampler_free(s);
 }
 
+/* The first index of the largest, a NaN never larger: one scalar pass. */
+static int argmax_ref(const float *x, int n)
+{
+	int b = 0;
+	for (int i = 1; i < n; i++)
+		if (x[i] > x[b])
+			b = i;
+	return b;
+}
+
+Test(sampler, argmax_equals_one_scalar_pass)
+{
+	enum { N = 1000 };
+	static float x[N];
+	uint32_t r = 12345;
+	for (int n = 1; n <= N; n += n < 70 ? 1 : 37)
+		for (int round = 0; round < 8; round++) {
+			for (int i = 0; i < n; i++) { /* few distinct values: many ties across lanes */
+				r = r * 1664525u + 1013904223u;
+				x[i] = (float)((r >> 16) % 7) - 3.0f;
+			}
+			if (round == 1)
+				x[0] = NAN; /* nothing beats it */
+			if (round == 2 && n > 5)
+				x[n / 2] = NAN; /* never picked */
+			if (round == 3)
+				x[n - 1] = INFINITY;
+			if (round == 4)
+				for (int i = 0; i < n; i++)
+					x[i] = -INFINITY;
+			if (round == 5 && n > 20)
+				x[17] = x[3] = 9.0f; /* the same maximum in two lanes: the lower index */
+			if (round == 6)
+				x[0] = -0.0f, x[n - 1] = 0.0f; /* -0 == +0: the lower index */
+			cr_expect_eq(hsq_argmax(x, n), argmax_ref(x, n), "n %d round %d", n, round);
+		}
+	static float big[262144];
+	for (int i = 0; i < 262144; i++)
+		big[i] = sinf((float)i * 0.001f) * (float)(i % 1000);
+	cr_expect_eq(hsq_argmax(big, 262144), argmax_ref(big, 262144));
+}
+
 Test(sampler, frequencies_follow_softmax)
 {
 	float lg[4] = { 0, logf(2), logf(3), logf(4) }; /* p = 0.1 0.2 0.3 0.4 */

@@ -3,14 +3,15 @@
 #   1. the runtime (build/bench/bench_runtime): prefill and decode tokens/s,
 #      peak RSS, snapshot size and load time, one process per length;
 #   2. hsq-eval bench: decode tokens/s and bytes of the methods full, quant
-#      and hsq (HSQ_BENCH_DECODE steps, default 64);
+#      and hsq (HSQ_BENCH_DECODE steps, default 64, the best of
+#      HSQ_BENCH_REPEAT rounds, default 3, the methods in turn);
 #   3. build/bench/roofline on that log: the machine's memory bandwidth, the
 #      bytes each decode step reads, and the share of the limit reached;
 #   4. llama.cpp (bench/llama_cpp_bench.py, llama-cpp-python; set
 #      HSQ_LLAMA_PY to a python that has it, see tests/ref/README.md) on the
 #      token ids bench_runtime wrote, in the KV configurations of
 #      HSQ_LLAMA_CONFIGS (default f16,f16+fa,q8_0+fa,q4_0+fa), the same
-#      threads and decode steps;
+#      threads, decode steps and rounds;
 #   5. one table of ratios to llama.cpp's fastest configuration: prefill
 #      against all of them, decode of full, quant and hsq against the
 #      uncompressed ones (f16, f16+fa), and hsq's decode against all.
@@ -24,6 +25,7 @@ model=${2:?usage: run.sh BINDIR MODEL [GEMMA]}
 gemma=${3:-}
 threads=${HSQ_BENCH_THREADS:-$(nproc)}
 decode=${HSQ_BENCH_DECODE:-64}
+repeat=${HSQ_BENCH_REPEAT:-3}
 configs=${HSQ_LLAMA_CONFIGS:-f16,f16+fa,q8_0+fa,q4_0+fa}
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -31,7 +33,7 @@ text=${HSQ_BENCH_TEXT:-../shared/corpora/moby-dick.txt}
 [ -f "$text" ] || text=share/sample-document.txt
 py=${HSQ_LLAMA_PY:-python3}
 mkdir -p bench/out
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; threads $threads; decode $decode steps; text $text"
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; threads $threads; decode $decode steps, best of $repeat rounds; text $text"
 if "$py" -c 'import llama_cpp' 2>/dev/null; then
 	have_llama=1
 	echo "llama.cpp: llama-cpp-python $("$py" -c 'import llama_cpp; print(llama_cpp.__version__)') ($py); configurations $configs"
@@ -76,10 +78,10 @@ print(f"{'context':<8} {'prefill':<16} {'full decode':<16} {'quant decode':<16} 
 notes = []
 for length in sorted(prefill):
     # hsq-eval caps a length at the model's context less the decode steps
-    near = [k for k in evals if length - decode <= k <= length]
+    near = [k for k in evals if length - decode - 1 <= k <= length]
     ev = evals.get(length) or (evals[max(near)] if near else {})
     if ev and length not in evals:
-        notes.append(f"{length}: hsq-eval bench ran {max(near)} (capped at the model's context less {decode} decode steps)")
+        notes.append(f"{length}: hsq-eval bench ran {max(near)} (capped at the model's context less the first step and {decode} decode steps)")
     unc = best(length, 1, uncompressed)
     print(f"{length:<8} {cell(prefill[length], best(length, 0))} "
           + " ".join(cell(ev.get(m), unc) for m in ("full", "quant", "hsq"))
@@ -108,7 +110,7 @@ bench_one() {
 	cat "bench/out/hsq-$tag.txt"
 
 	echo "== hsq per method ($(basename "$m"); hsq-eval bench)"
-	"$bin"/hsq-eval bench -m "$m" -t "$threads" --methods full,quant,hsq --decode "$decode" \
+	"$bin"/hsq-eval bench -m "$m" -t "$threads" --methods full,quant,hsq --decode "$decode" --repeat "$repeat" \
 		--lengths "$(echo "$lens" | xargs | tr ' ' ',')" --text "$text" --log "bench/out/eval-$tag.jsonl" --force -q
 	echo "== roofline ($(basename "$m"))"
 	"$BUILD_BENCH"/roofline --threads "$threads" --log "bench/out/eval-$tag.jsonl" "$m"
@@ -117,13 +119,13 @@ bench_one() {
 		echo "SKIP: llama.cpp comparison and ratios (no llama_cpp module for $py; set HSQ_LLAMA_PY)"
 		return 0
 	fi
-	echo "== llama.cpp ($(basename "$m"); $decode decode steps)"
+	echo "== llama.cpp ($(basename "$m"); $decode decode steps, best of $repeat rounds)"
 	# a crash (a build for another CPU dies of SIGILL) or a refused
 	# configuration must not pass unnoticed: check the status and the
 	# rows, and the ratios use only the rows measured
 	status=0
 	# shellcheck disable=SC2086
-	"$py" bench/llama_cpp_bench.py --configs "$configs" --decode "$decode" "$m" "$threads" $lens \
+	"$py" bench/llama_cpp_bench.py --configs "$configs" --decode "$decode" --repeat "$repeat" "$m" "$threads" $lens \
 		> "bench/out/llama-$tag.txt" || status=$?
 	cat "bench/out/llama-$tag.txt"
 	n_conf=$(echo "$configs" | tr ',' '\n' | grep -c .)

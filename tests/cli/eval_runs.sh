@@ -419,6 +419,12 @@ expect_out "bench gives full's ratios as 1" "^ +512 full .*\( 1\.00x\)"
 run "$E" bench -m "$M" -t 2 --lengths 512 --decode 8 --text hay.txt --log b1.jsonl --summarize -q
 expect "bench --summarize exits 0" 0 ""
 expect_out "bench --summarize prints the logged rows" "^ +512 hsq "
+grep -q '"first_step_s":' b1.jsonl && ok "bench logs the first step's time" || fail "bench log has no first_step_s"
+run "$E" bench --text hay.txt --repeat 0; expect "bench --repeat 0 exits 2" 2 "--repeat"
+run "$R" bench -m "$M" -t 2 --lengths 512 --decode 4 --repeat 2 --methods full,hsq --text hay.txt --log b3.jsonl
+expect "bench --repeat 2 exits 0" 0 ""
+expect_out "bench --repeat 2 says its rounds" "best of 2 rounds"
+grep -q '"repeat":2' b3.jsonl && ok "bench log keeps --repeat" || fail "bench log has no repeat"
 sed '1s/"lengths":\[512\]/"lengths":[512,640]/' b1.jsonl >b2.jsonl
 run "$E" bench -m "$M" -t 2 --lengths 512,640 --decode 8 --text hay.txt --log b2.jsonl --summarize
 expect "bench --summarize with a length not in the log exits 4" 4 "length 640 is not in b2.jsonl; run it first"

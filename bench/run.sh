@@ -4,7 +4,7 @@
 #      peak RSS, snapshot size and load time, one process per length;
 #   2. hsq-eval bench: decode tokens/s and bytes of the methods full, quant
 #      and hsq (HSQ_BENCH_DECODE steps, default 64, the best of
-#      HSQ_BENCH_REPEAT rounds, default 3, the methods in turn);
+#      HSQ_BENCH_REPEAT rounds, default 5, the methods in turn);
 #   3. build/bench/roofline on that log: the machine's memory bandwidth, the
 #      bytes each decode step reads, and the share of the limit reached;
 #   4. llama.cpp (bench/llama_cpp_bench.py, llama-cpp-python; set
@@ -25,7 +25,7 @@ model=${2:?usage: run.sh BINDIR MODEL [GEMMA]}
 gemma=${3:-}
 threads=${HSQ_BENCH_THREADS:-$(nproc)}
 decode=${HSQ_BENCH_DECODE:-64}
-repeat=${HSQ_BENCH_REPEAT:-3}
+repeat=${HSQ_BENCH_REPEAT:-5}
 configs=${HSQ_LLAMA_CONFIGS:-f16,f16+fa,q8_0+fa,q4_0+fa}
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"

@@ -201,6 +201,7 @@ static void head_free(tier_head *h)
 	free(h->pq_centroid);
 	free(h->pq_code);
 	free(h->pq_radius);
+	free(h->pq_err);
 	free(h->g_hits);
 	free(h->l3_pos);
 	free(h->l3_code);

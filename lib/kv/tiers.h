@@ -50,6 +50,9 @@ typedef struct tier_head {
 	uint8_t *pq_code;      /* [tier_pq_bytes(pq_cap)] blocks of TIER_PQ_BLOCK L3 keys
 				* (tier_pq_nibble) */
 	uint8_t *pq_radius;    /* [tier_pq_blocks(pq_cap)] in L3 order: |k - k~| <= step x code */
+	double *pq_err;        /* [tier_pq_blocks(pq_cap)] each L3 key's |k - k~|, which its
+				* radius codes, kept so that a new step re-codes the radii
+				* without decoding every key again */
 	float pq_step;         /* radius units, the head's largest error / 255 */
 	int pq_cap;            /* L3 tokens pq_code has room for */
 

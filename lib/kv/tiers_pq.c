@@ -174,12 +174,16 @@ hsq_status tiers_pq_grow(const struct hsq_tiers *t, tier_head *h, int cap_l3)
 	if (p)
 		h->pq_code = p;
 	uint8_t *r = p ? realloc(h->pq_radius, need_r) : NULL;
-	if (!r)
+	if (r)
+		h->pq_radius = r;
+	double *e = r ? realloc(h->pq_err, need_r * sizeof *e) : NULL;
+	if (!e)
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory for the router codes of %d tokens", cap_l3);
-	h->pq_radius = r;
+	h->pq_err = e;
 	/* the keys of a last block not yet there score as code 0, radius 0 */
 	memset(p + have, 0, need - have);
 	memset(r + have_r, 0, need_r - have_r);
+	memset(e + have_r, 0, (need_r - have_r) * sizeof *e);
 	h->pq_cap = cap_l3;
 	return HSQ_OK;
 }
@@ -195,17 +199,16 @@ hsq_status tiers_pq_add(const struct hsq_tiers *t, tier_head *h, const rope_tabl
 	for (int i = first; i < first + n; i++) {
 		router_key(t, h, r, i, k);
 		encode_key(t, h, cbt, k, i);
-		double err = code_error(t, h, k, i);
+		double err = h->pq_err[i] = code_error(t, h, k, i);
 		if (err > (double)h->pq_step * 255.0) {
 			/* a key farther from the centroids than any they were
 			 * fitted on: a coarser unit, and every radius so far coded
-			 * again in it from its key (rare: the fitted keys set the
-			 * unit, and online keys seldom exceed them) */
+			 * again in it from its error (decoding every key again
+			 * for it was 5% of a 2K hsq decode step on SmolLM2,
+			 * whose few fitted keys online keys often exceed) */
 			h->pq_step = radius_step(err);
-			for (int j = 0; j < i; j++) {
-				router_key(t, h, r, j, k);
-				h->pq_radius[j] = radius_code(h->pq_step, code_error(t, h, k, j));
-			}
+			for (int j = 0; j < i; j++)
+				h->pq_radius[j] = radius_code(h->pq_step, h->pq_err[j]);
 		}
 		h->pq_radius[i] = radius_code(h->pq_step, err);
 	}
@@ -219,13 +222,12 @@ hsq_status tiers_pq_fit(const struct hsq_tiers *t, tier_head *h, const rope_tabl
 		return HSQ_OK;
 	int stride = (n + PQ_FIT_MAX - 1) / PQ_FIT_MAX, n_fit = (n + stride - 1) / stride;
 	float *x = malloc((size_t)n_fit * hd * sizeof *x);
-	double *sum = malloc(TIER_PQ_K * TIER_PQ_SUB * sizeof *sum), *err = malloc((size_t)n * sizeof *err);
+	double *sum = malloc(TIER_PQ_K * TIER_PQ_SUB * sizeof *sum), *err = h->pq_err;
 	float *cent = h->pq_centroid ? h->pq_centroid : malloc(tier_pq_centroid_bytes(hd));
 	float k[HSQ_CODEC_MAX_DIM];
-	if (!x || !sum || !err || !cent) {
+	if (!x || !sum || !cent) {
 		free(x);
 		free(sum);
-		free(err);
 		if (cent != h->pq_centroid)
 			free(cent);
 		return hsq_fail(HSQ_ERR_NOMEM, "out of memory fitting the router codes of %d keys", n);
@@ -275,7 +277,6 @@ hsq_status tiers_pq_fit(const struct hsq_tiers *t, tier_head *h, const rope_tabl
 		h->pq_radius[i] = radius_code(h->pq_step, err[i]);
 	free(x);
 	free(sum);
-	free(err);
 	return HSQ_OK;
 }
 

@@ -188,7 +188,9 @@ typedef struct attend_job {
  * takes the next group of its ranking that is not taken yet and still
  * fits; a group that would overflow the budget is skipped. A score is the
  * largest over the G query heads. x: the task's scratch (rankings of
- * 2 n_group entries, the router's tables and scores). */
+ * 2 n_group entries and n_group more for sorting them, the router's
+ * tables and scores); sum_dots: NULL, or where each query head's
+ * q.k_summary go (G rows of n_group). */
 static void route(const struct hsq_tiers *t, const tier_head *h, const float *q, int G, int hd, int budget,
 		  tier_score_fn score, void *score_user, tier_scratch *x, float *const *sum_dots, uint8_t *fetched)
 {
@@ -322,13 +324,15 @@ static void decode_group(const struct hsq_tiers *t, const tier_layer *L, const t
 
 /* Groups a route task decodes itself (fill_in_route): after the first
  * steps of a decode, a token's router takes a few groups that no earlier
- * token took, and a region of their own cost more than decoding them. */
+ * token took, too few to be worth a region (a fork and a join) of their
+ * own; the first steps take hundreds, which the region spreads over the
+ * threads. */
 #define TIERS_ROUTE_FILLS 32
 
 /* Step 1 for one token and KV head: the groups to fetch, in group order,
  * into the task's row of the trace. For a chunk the split attention can
  * take, the router's q.k_summary dots go to the summaries' rows of the
- * split scores, and t->sum_dots[task] says what the summary rows need
+ * split scores, and t->sum_rows[task] says what the summary rows need
  * (enum sum_rows). */
 enum sum_rows {
 	SUM_ROWS_SCORE,  /* score the summaries */

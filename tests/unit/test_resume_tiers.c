@@ -111,15 +111,6 @@ static double max_abs_diff(const float *a, const float *b, size_t n)
 	return m;
 }
 
-static int argmax(const float *x, int n)
-{
-	int b = 0;
-	for (int i = 1; i < n; i++)
-		if (x[i] > x[b])
-			b = i;
-	return b;
-}
-
 /* The recall probe's mean over layers. */
 static double mean_recall(const doc_ctx *d, const hsq_context *ctx)
 {
@@ -334,8 +325,8 @@ Test(tiers, quant_keys_land_at_their_positions)
 	float *a = continue_logits(&d, f), *b = continue_logits(&d, q);
 	int agree = 0;
 	for (int i = 0; i < N_NEXT; i++)
-		agree += argmax(a + (size_t)i * d.info.n_vocab, d.info.n_vocab) ==
-			 argmax(b + (size_t)i * d.info.n_vocab, d.info.n_vocab);
+		agree += hsq_argmax(a + (size_t)i * d.info.n_vocab, d.info.n_vocab) ==
+			 hsq_argmax(b + (size_t)i * d.info.n_vocab, d.info.n_vocab);
 	double nll_f = 0, nll_q = 0;
 	int V = d.info.n_vocab;
 	for (int i = 0; i + 1 < N_NEXT; i++) { /* step i's logits predict next[i + 1] */

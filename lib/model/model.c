@@ -224,6 +224,12 @@ static hsq_status load_transformer(hsq_model *m)
 		m->output = m->tok_embd; /* tied embeddings */
 	}
 
+	/* head_dim (attention.key_length) sizes the slots below: the first
+	 * query projection must hold n_head of them before anything is
+	 * allocated by it (a corrupt key_length asked for gigabytes: fuzz) */
+	hsq_weight q0;
+	if (mi->n_layer > 0 && (st = get_weight(m, "blk.0.attn_q.weight", (int64_t)mi->n_head * hd, E, &q0)))
+		return st;
 	/* Norm vectors that are not F32 get converted copies: 6 slots per layer + 1. */
 	size_t slot_n = (size_t)(E > hd ? E : hd);
 	m->f32_copies = calloc((6 * (size_t)mi->n_layer + 1) * slot_n, sizeof(float));

@@ -9,11 +9,15 @@
  *
  *   regress/gguf/block-count-overflow     block_count 536870913: 6 * n_layer + 1
  *                                         overflowed int in model.c
+ *   regress/gguf/key-length-oom           attention.key_length 134217744: the norm
+ *                                         slots asked for 3.7 GB before any tensor
+ *                                         was checked against it (refused, below)
  *   regress/snapshot/tiers-add-empty-l1   a head with no L1 tokens: NULL + 0 and
  *                                         memcpy(NULL, ...) in tiers_head_add_l1 */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -127,6 +131,21 @@ TestSuite(fuzz_regress, .init = setup, .fini = teardown);
 Test(fuzz_regress, gguf)
 {
 	cr_expect_geq(each_input("gguf", gguf_one), 1);
+}
+
+/* Beyond not crashing: refused as a corrupt file, before the allocation. */
+Test(fuzz_regress, key_length_checked_before_allocating)
+{
+	const char *path = REGRESS "/gguf/key-length-oom";
+	if (access(path, R_OK) != 0) {
+		printf("SKIP: %s missing (run from the top of the tree)\n", path);
+		cr_skip_test("no %s", path);
+	}
+	hsq_model *m = NULL;
+	cr_expect_eq(hsq_model_load(path, &m), HSQ_ERR_FORMAT, "%s", hsq_last_error());
+	cr_expect_null(m);
+	cr_expect(strstr(hsq_last_error(), "blk.0.attn_q.weight") != NULL, "%s", hsq_last_error());
+	hsq_model_free(m);
 }
 
 Test(fuzz_regress, snapshot)

@@ -39,14 +39,18 @@ SAN_FLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-san
 
 # The layers of libhsq, bottom to top: a file may include headers of its
 # own layer and of the layers before it (tests/cli/layers.sh checks).
-# lib/eval/ is the evaluation wing, built apart as libhsq-eval.a.
-LIB_LAYERS = common model codec kv backend backend/cpu context snapshot
+# lib/eval/ is the evaluation wing, built apart as libhsq-eval.a; lib/train/
+# the training wing (hsq-calibrate's), libhsq-train.a.
+LIB_LAYERS = common model codec learn kv backend backend/cpu context snapshot
 LIB_SRC   = $(foreach d,$(LIB_LAYERS),$(sort $(wildcard lib/$(d)/*.c)))
 EVAL_LIB_SRC = $(sort $(wildcard lib/eval/*.c))
+TRAIN_LIB_SRC = $(sort $(wildcard lib/train/*.c))
 LIB_OBJ   = $(LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
 EVAL_OBJ  = $(EVAL_LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
+TRAIN_OBJ = $(TRAIN_LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
 SAN_OBJ   = $(LIB_SRC:lib/%.c=$(BUILD)/san/lib/%.o)
 SAN_EVAL_OBJ = $(EVAL_LIB_SRC:lib/%.c=$(BUILD)/san/lib/%.o)
+SAN_TRAIN_OBJ = $(TRAIN_LIB_SRC:lib/%.c=$(BUILD)/san/lib/%.o)
 # The matmul, attention and dequantization kernels, which a model run
 # spends nearly all its time in. libhsq-san.a sanitizes everything;
 # libhsq-san-model.a, for the tests and tools that run whole models over
@@ -80,7 +84,7 @@ PUBLIC_HEADERS = include/hsq.h include/hsq_codec.h
 
 .PHONY: all check unit cli demo model gemma test-models deps bench bench-codecs completions install uninstall clean distclean fuzz fuzz-build fuzz-smoke
 
-all: $(BUILD)/libhsq.a $(BUILD)/libhsq.so $(BUILD)/libhsq-eval.a $(BINS) $(BUILD)/hsq.pc
+all: $(BUILD)/libhsq.a $(BUILD)/libhsq.so $(BUILD)/libhsq-eval.a $(BUILD)/libhsq-train.a $(BINS) $(BUILD)/hsq.pc
 
 config.mk:
 	./configure
@@ -100,6 +104,12 @@ $(BUILD)/libhsq.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libhsq.so.0 -o $@ $^ $(LIBS)
 
 $(BUILD)/libhsq-eval.a: $(EVAL_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libhsq-train.a: $(TRAIN_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libhsq-train-san.a: $(SAN_TRAIN_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/libhsq-san.a: $(SAN_OBJ)
@@ -124,19 +134,23 @@ $(BUILD)/bin/hsq-eval: TOOL_LIBS = $(BUILD)/libhsq-eval.a
 $(BUILD)/san/bin/hsq-eval: SAN_TOOL_LIBS = $(BUILD)/libhsq-eval-san.a
 $(BUILD)/bin/hsq-eval: $(EVAL_SRC) $(BUILD)/libhsq-eval.a
 $(BUILD)/san/bin/hsq-eval: $(EVAL_SRC) $(BUILD)/libhsq-eval-san.a
+$(BUILD)/bin/hsq-calibrate: TOOL_LIBS = $(BUILD)/libhsq-train.a
+$(BUILD)/san/bin/hsq-calibrate: SAN_TOOL_LIBS = $(BUILD)/libhsq-train-san.a
+$(BUILD)/bin/hsq-calibrate: $(BUILD)/libhsq-train.a
+$(BUILD)/san/bin/hsq-calibrate: $(BUILD)/libhsq-train-san.a
 
-$(BUILD)/san/tests/%: tests/unit/%.c $(TEST_HEADERS) $(BUILD)/libhsq-eval-san.a $(BUILD)/libhsq-san-model.a
+$(BUILD)/san/tests/%: tests/unit/%.c $(TEST_HEADERS) $(BUILD)/libhsq-eval-san.a $(BUILD)/libhsq-train-san.a $(BUILD)/libhsq-san-model.a
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) $(CFLAGS) $(SAN_FLAGS) $< $(BUILD)/libhsq-eval-san.a $(BUILD)/libhsq-san-model.a $(LIBS) -lcriterion -o $@
+	$(CC) $(TEST_CFLAGS) $(CFLAGS) $(SAN_FLAGS) $< $(BUILD)/libhsq-eval-san.a $(BUILD)/libhsq-train-san.a $(BUILD)/libhsq-san-model.a $(LIBS) -lcriterion -o $@
 
 # The kernels' own tests: against the fully sanitized library.
 $(KERNEL_TEST_BINS): $(BUILD)/san/tests/%: tests/unit/%.c $(TEST_HEADERS) $(TEST_HEADERS) $(BUILD)/libhsq-eval-san.a $(BUILD)/libhsq-san.a
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) $(CFLAGS) $(SAN_FLAGS) $< $(BUILD)/libhsq-eval-san.a $(BUILD)/libhsq-san.a $(LIBS) -lcriterion -o $@
 
-$(BUILD)/opt/tests/%: tests/unit/%.c $(TEST_HEADERS) $(BUILD)/libhsq-eval.a $(BUILD)/libhsq.a
+$(BUILD)/opt/tests/%: tests/unit/%.c $(TEST_HEADERS) $(BUILD)/libhsq-eval.a $(BUILD)/libhsq-train.a $(BUILD)/libhsq.a
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) $(CFLAGS) $< $(BUILD)/libhsq-eval.a $(BUILD)/libhsq.a $(LIBS) -lcriterion -o $@
+	$(CC) $(TEST_CFLAGS) $(CFLAGS) $< $(BUILD)/libhsq-eval.a $(BUILD)/libhsq-train.a $(BUILD)/libhsq.a $(LIBS) -lcriterion -o $@
 
 # pkg-config file for a given prefix: $(call write_pc,PREFIX,FILE)
 write_pc = printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: hsq\nDescription: hierarchical compressed KV cache for long-context LLM inference\nVersion: %s\nLibs: -L$${libdir} -lhsq\nLibs.private: %s\nCflags: -I$${includedir}\n' \

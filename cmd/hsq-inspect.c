@@ -1,11 +1,14 @@
 /* hsq-inspect - show what a snapshot holds, verify its checksums, and
  * report the tiers of a compressed snapshot and a router trace over them. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/cli.h"
 #include "common/json.h"
@@ -22,7 +25,8 @@ static const char DESCRIPTION[] =
 	"With --trace, reads a router trace of hsq-decode --trace for this snapshot: hit rates\n"
 	"per layer and head, the most fetched groups with the text they cover, and a heatmap\n"
 	"of fetches over layers and positions. Needs no model unless --text is given (--trace\n"
-	"uses one when it can, to show the text of the groups).";
+	"uses one when it can, to show the text of the groups). Given a calibration file of\n"
+	"hsq-calibrate instead, shows its model, its reader and what it records of its training.";
 
 enum { OPT_VERIFY = 256, OPT_JSON, OPT_TOKENS, OPT_TEXT, OPT_HEADS, OPT_TRACE, OPT_TOP, OPT_SVG };
 
@@ -756,6 +760,82 @@ static void print_retrieval(const hsq_tier_map *m)
 		printf("residual:   none (every key decodes from its 4-bit code)\n");
 }
 
+static int has_calibration(const hsq_tier_map *m)
+{
+	for (int i = 0; i < 32; i++)
+		if (m->calibration_sha256[i])
+			return 1;
+	return 0;
+}
+
+static void sha_hex(const uint8_t *b, char *out)
+{
+	for (int i = 0; i < 32; i++)
+		sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+/* A calibration file (hsq-calibration(5)) instead of a snapshot: its
+ * model, its reader and the info it records, or that as JSON. */
+static int is_calibration(const char *path)
+{
+	static const char magic[12] = "\x89HSQ-CAL\r\n\x1a\n";
+	char head[12];
+	/* without blocking on a FIFO, and only for a regular file: anything
+	 * else is left to the snapshot reader, which says what is wrong */
+	int fd = open(path, O_RDONLY | O_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	struct stat st;
+	ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, head, sizeof head) : -1;
+	close(fd);
+	return n == (ssize_t)sizeof head && !memcmp(head, magic, sizeof head);
+}
+
+static void print_calibration(const char *path, int json)
+{
+	hsq_calibration *cal;
+	hsq_status st = hsq_calibration_load(path, NULL, &cal);
+	if (st)
+		cli_die_status(PROG, exit_code(st), st);
+	hsq_calibration_info ci;
+	hsq_calibration_get_info(cal, &ci);
+	char sha[65], id[65];
+	sha_hex(ci.sha256, sha);
+	sha_hex(ci.model_identity, id);
+	if (json) {
+		printf("{\"file\":");
+		json_fstr(stdout, path, JSON_ESC_SHORT);
+		printf(",\"kind\":\"calibration\",\"format\":\"%d.%d\",\"file_size\":%llu,\"sha256\":\"%s\",\"model\":{\"name\":",
+		       ci.version_major, ci.version_minor, (unsigned long long)ci.file_size, sha);
+		json_fstr(stdout, ci.model_name, JSON_ESC_SHORT);
+		printf(",\"architecture\":");
+		json_fstr(stdout, ci.model_arch, JSON_ESC_SHORT);
+		printf(",\"identity\":\"%s\"},\"reader\":{\"layer\":%d,\"hidden\":%d,\"params\":%d,\"prior\":\"%s\"},\"info\":",
+		       id, ci.reader_layer, ci.reader_hidden, ci.reader_params, ci.reader_prior ? "obs-attention" : "none");
+		json_fstr(stdout, ci.info, JSON_ESC_SHORT);
+		printf("}\n");
+	} else {
+		printf("file:       %s\n", path);
+		printf("kind:       calibration (hsq-calibration(5)), format %d.%d, %llu bytes\n", ci.version_major,
+		       ci.version_minor, (unsigned long long)ci.file_size);
+		printf("sha256:     %s\n", sha);
+		printf("model:      %s (%s), identity %.16s...\n", ci.model_name[0] ? ci.model_name : "unnamed",
+		       ci.model_arch, id);
+		printf("reader:     reads layer %d; hidden layer of %d; %d trained numbers; %s\n", ci.reader_layer,
+		       ci.reader_hidden, ci.reader_params,
+		       ci.reader_prior ? "corrects the obs-attention reader's guess" : "a guess of its own");
+		printf("info:\n");
+		const char *s = ci.info;
+		while (*s) {
+			const char *e = strchr(s, '\n');
+			size_t n = e ? (size_t)(e - s) : strlen(s);
+			printf("  %.*s\n", (int)n, s);
+			s += n + (e != NULL);
+		}
+	}
+	hsq_calibration_free(cal);
+}
+
 static void print_tiers(const report *r)
 {
 	const hsq_tier_map *m = r->map;
@@ -768,6 +848,11 @@ static void print_tiers(const report *r)
 		any_window |= m->heads[i].window != 0;
 	}
 	printf("tiers:      reader %s, compressor %s\n", m->reader, m->compressor);
+	if (has_calibration(m)) {
+		char h[65];
+		sha_hex(m->calibration_sha256, h);
+		printf("calibration: sha256 %s\n", h);
+	}
 	printf("params:     sinks %d, window %d, l1-fraction %g, group-size %d, medium-fraction %g, obs-window %d, seed %llu, key-rounding %s",
 	       p->sinks, p->window, p->l1_fraction, p->group_size, p->medium_fraction, p->obs_window,
 	       (unsigned long long)p->seed, hsq_key_rounding_name(p->key_rounding));
@@ -996,6 +1081,11 @@ static void json_tiers(const report *r)
 	json_fstr(stdout, m->reader, JSON_ESC_SHORT);
 	printf(",\"compressor\":");
 	json_fstr(stdout, m->compressor, JSON_ESC_SHORT);
+	if (has_calibration(m)) {
+		char h[65];
+		sha_hex(m->calibration_sha256, h);
+		printf(",\"calibration_sha256\":\"%s\"", h);
+	}
 	printf(",\"params\":{\"sinks\":%d,\"window\":%d,\"l1_fraction\":", p->sinks, p->window);
 	json_fnum6(stdout, p->l1_fraction);
 	printf(",\"group_size\":%d,\"medium_fraction\":", p->group_size);
@@ -1228,6 +1318,12 @@ int main(int argc, char **argv)
 	if ((top_given || svg_path) && !trace_path)
 		cli_usage_error(PROG, "%s is only used with --trace FILE", svg_path ? "--svg" : "--top");
 	const char *path = argv[optind];
+	if (is_calibration(path)) {
+		if (trace_path || show_tokens || show_text || per_head)
+			cli_usage_error(PROG, "%s is a calibration file: --trace, --tokens, --text and --heads apply to snapshots", path);
+		print_calibration(path, json); /* loading checks every checksum: --verify adds nothing */
+		return EXIT_OK;
+	}
 
 	hsq_snapshot_info info;
 	hsq_status st = hsq_snapshot_inspect(path, verify, &info);

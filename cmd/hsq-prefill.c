@@ -17,7 +17,7 @@ static const char DESCRIPTION[] =
 	"the context (tokens and KV cache) to a snapshot, atomically. The default mode, hsq,\n"
 	"stores the three-tier compressed cache (hsq(7)).";
 
-enum { OPT_MODE = 256, OPT_CHAT, OPT_SYSTEM, OPT_ZSTD };
+enum { OPT_MODE = 256, OPT_CHAT, OPT_SYSTEM, OPT_ZSTD, OPT_CALIBRATION };
 
 static const cli_option options[] = {
 	{ "model", 'm', "FILE", "GGUF model (default: $HSQ_MODEL or the installed default)", 'm' },
@@ -25,6 +25,7 @@ static const cli_option options[] = {
 	{ "file", 'f', "FILE", "read the document from FILE instead of standard input", 'f' },
 	{ "mode", 0, "MODE", "hsq (default: L1 + L2 summaries + L3 archive), quant (4-bit), full (fp32), streaming, snapkv", OPT_MODE },
 	TIER_COMPRESSION_OPTIONS,
+	{ "calibration", 0, "FILE", "hsq, snapkv: the learned reader of FILE (hsq-calibrate); --reader learned by default", OPT_CALIBRATION },
 	{ "threads", 't', "N", "CPU threads (default: all cores)", 't' },
 	{ "ctx-size", 'c', "N", "context size in tokens (default: the model's)", 'c' },
 	{ "batch-size", 'b', "N", "tokens per forward chunk (default 512)", 'b' },
@@ -38,7 +39,7 @@ static const cli_option options[] = {
 
 int main(int argc, char **argv)
 {
-	const char *model_arg = NULL, *out_path = NULL, *in_path = "-", *system = NULL;
+	const char *model_arg = NULL, *out_path = NULL, *in_path = "-", *system = NULL, *calib_path = NULL;
 	int chat = 0, verbose = 0, quiet = 0, zstd_level = 3;
 	hsq_snapshot_mode mode = HSQ_MODE_HSQ;
 	tier_options tier;
@@ -64,6 +65,7 @@ int main(int argc, char **argv)
 		case OPT_CHAT: chat = 1; break;
 		case OPT_SYSTEM: system = optarg; break;
 		case OPT_ZSTD: zstd_level = (int)cli_long(PROG, "--zstd-level", optarg, 1, 19); break;
+		case OPT_CALIBRATION: calib_path = optarg; break;
 		case 'v': verbose = 1; break;
 		case 'q': quiet = 1; break;
 		default: tier_option(&tier, PROG, c, optarg); break;
@@ -81,12 +83,23 @@ int main(int argc, char **argv)
 	cli_check_output(PROG, "-o", out_path, EXIT_SNAPSHOT);
 	if (tier.n_params && mode == HSQ_MODE_FULL)
 		cli_usage_error(PROG, "tier options (--sinks, --window, ...) do not apply to --mode full");
+	if (calib_path && mode != HSQ_MODE_HSQ && mode != HSQ_MODE_SNAPKV)
+		cli_usage_error(PROG, "--calibration applies to --mode hsq and snapkv (the modes with a reader), not %s",
+				hsq_mode_name(mode));
+	if (calib_path && !tier.reader_given)
+		tier.params.reader = HSQ_READER_LEARNED;
+	if (tier.params.reader == HSQ_READER_LEARNED && !calib_path)
+		cli_usage_error(PROG, "--reader learned needs a calibration: pass --calibration FILE (made by hsq-calibrate)");
 
 	FILE *in = cli_open_input(PROG, in_path);
 	char path_buf[4096];
 	hsq_model *model = cli_load_model(PROG, cli_model_path(PROG, model_arg, path_buf, sizeof path_buf));
 	hsq_model_info mi;
 	hsq_model_get_info(model, &mi);
+	hsq_calibration *cal = NULL;
+	hsq_status st;
+	if (calib_path && (st = hsq_calibration_load(calib_path, model, &cal)))
+		cli_die_status(PROG, cli_exit_for(st, EXIT_MODEL), st);
 	int limit = cp.n_ctx ? cp.n_ctx : mi.n_ctx_train;
 
 	/* Read once the context size is known, and no more than it could hold. */
@@ -107,7 +120,6 @@ int main(int argc, char **argv)
 	 * looks for, whatever the document starts with. */
 	hsq_token *toks = NULL, *doc_toks;
 	size_t n_tok = 0, n_doc;
-	hsq_status st;
 	if (chat) {
 		char *open, *close;
 		cli_chat_parts(PROG, model, system, &open, &close);
@@ -134,6 +146,8 @@ int main(int argc, char **argv)
 	hsq_context *ctx;
 	if ((st = hsq_context_new(model, &cp, &ctx)))
 		cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
+	if (cal && (st = hsq_context_set_calibration(ctx, cal)))
+		cli_die_status(PROG, cli_exit_for(st, EXIT_MODEL), st);
 	double t0 = cli_now();
 	int chunk = cp.n_batch ? cp.n_batch : 512;
 	progress bar;
@@ -169,6 +183,7 @@ int main(int argc, char **argv)
 	free(toks);
 	free(doc);
 	hsq_context_free(ctx);
+	hsq_calibration_free(cal);
 	hsq_model_free(model);
 	return EXIT_OK;
 }

@@ -93,6 +93,9 @@ typedef struct hsq_model_info {
 HSQ_API hsq_status hsq_model_load(const char *path, hsq_model **out);
 HSQ_API void hsq_model_free(hsq_model *model);
 HSQ_API void hsq_model_get_info(const hsq_model *model, hsq_model_info *info);
+/* The sliding attention window of a layer in tokens; 0 for a layer that
+ * attends to the whole context; -1 for a layer out of range. */
+HSQ_API int hsq_model_layer_window(const hsq_model *model, int layer);
 
 /* Default model path: $HSQ_MODEL, else the first readable of
  * $XDG_DATA_HOME/hsq/models/SmolLM2-135M-Instruct.Q4_1.gguf,
@@ -183,6 +186,7 @@ HSQ_API hsq_status hsq_mode_parse(const char *name, hsq_snapshot_mode *out);
 typedef enum hsq_reader_kind {
 	HSQ_READER_OBS_ATTENTION = 1, /* attention mass from the last obs_window queries */
 	HSQ_READER_KEY_NORM = 2,      /* largest key norms (query-free) */
+	HSQ_READER_LEARNED = 3,       /* the calibration's reader (hsq_context_set_calibration) */
 } hsq_reader_kind;
 typedef enum hsq_compressor_kind {
 	HSQ_COMPRESSOR_MEAN = 1,         /* mean of the group's keys (after RoPE) and values */
@@ -196,7 +200,7 @@ typedef enum hsq_key_rounding {
 	HSQ_KEY_ROUNDING_QUERY = 1,   /* levels that make the error the observation
 				       * queries see small (docs/tiers.md) */
 } hsq_key_rounding;
-HSQ_API const char *hsq_reader_name(hsq_reader_kind kind);         /* "obs-attention", "key-norm" */
+HSQ_API const char *hsq_reader_name(hsq_reader_kind kind);         /* "obs-attention", "key-norm", "learned" */
 HSQ_API const char *hsq_compressor_name(hsq_compressor_kind kind); /* "mean", "obs-weighted" */
 HSQ_API const char *hsq_key_rounding_name(hsq_key_rounding kind);  /* "nearest", "query" */
 /* How hsq-decode ranks the L2 groups: "pq16-radius", product codes of the
@@ -328,6 +332,67 @@ typedef struct hsq_tier_stats {
 } hsq_tier_stats;
 HSQ_API hsq_status hsq_context_tier_stats(const hsq_context *ctx, hsq_tier_stats *out);
 
+/* ---------------------------------------------------------- calibration */
+
+/* A calibration file (hsq-calibration(5), written by hsq-calibrate(1))
+ * carries the learned parts of the HSQ method for one model: today the
+ * reader, a small network over the hidden state of an early layer that
+ * guesses which tokens later queries will attend to. */
+typedef struct hsq_calibration hsq_calibration;
+
+typedef struct hsq_calibration_info {
+	int version_major, version_minor; /* of the file format */
+	uint64_t file_size;               /* bytes */
+	uint8_t sha256[32];               /* of the whole file: what a snapshot records */
+	uint8_t model_identity[32];       /* the model it was trained for (hsq_model_info.identity) */
+	const char *model_arch;           /* that model's architecture and name (owned by the calibration) */
+	const char *model_name;
+	int reader_layer;                 /* the layer whose output the reader reads */
+	int reader_hidden;                /* width of the reader's hidden layer */
+	int reader_params;                /* trained numbers in the reader */
+	int reader_prior;                 /* 1: it corrects the obs-attention reader's guess */
+	const char *info;                 /* the info section: UTF-8 lines "key: value" (texts and
+					   * their SHA-256, options, seed, losses; owned) */
+} hsq_calibration_info;
+
+/* Reads and checks a calibration file: every byte is treated as hostile
+ * (checksums, sizes, shapes, finite weights). With model non-NULL a file
+ * trained for another model is refused with HSQ_ERR_MODEL_MISMATCH. */
+HSQ_API hsq_status hsq_calibration_load(const char *path, const hsq_model *model, hsq_calibration **out);
+HSQ_API void hsq_calibration_free(hsq_calibration *cal);
+HSQ_API void hsq_calibration_get_info(const hsq_calibration *cal, hsq_calibration_info *out);
+
+/* Makes cal the context's calibration (NULL: none): from the next
+ * evaluated token on, the context keeps the hidden state the reader reads
+ * for every position, so that hsq_context_compress with the learned reader
+ * can score them. Set it before the document is evaluated. cal must
+ * outlive the context and be trained for its model. */
+HSQ_API hsq_status hsq_context_set_calibration(hsq_context *ctx, const hsq_calibration *cal);
+/* SHA-256 of the calibration a compressed context was built with, or NULL. */
+HSQ_API const uint8_t *hsq_context_calibration_sha256(const hsq_context *ctx);
+
+/* What training needs (hsq-calibrate):
+ * hsq_context_keep_hidden: from the next evaluated token on, keep the
+ * residual stream after layer `layer` (0..n_layer-1; -1 stops and frees)
+ * of every position, n_embd floats each, n_ctx rows at most.
+ * hsq_context_hidden copies the kept rows of positions p0..p0+n-1 to out
+ * [n][n_embd]; positions evaluated while none was kept are an error. */
+HSQ_API hsq_status hsq_context_keep_hidden(hsq_context *ctx, int layer);
+HSQ_API hsq_status hsq_context_hidden(const hsq_context *ctx, int p0, int n, float *out);
+/* Gives a context that keeps hidden states those of positions p0..p0+n-1,
+ * which it holds but did not evaluate while keeping them (a context loaded
+ * from a snapshot), as hsq_context_hidden returned them from the context
+ * that evaluated the same tokens: the rows must end where the kept ones
+ * begin (p0 + n equals the first position evaluated since). The
+ * arithmetic is batch-invariant, so they are the rows it would have kept. */
+HSQ_API hsq_status hsq_context_put_hidden(hsq_context *ctx, int p0, int n, const float *rows);
+/* The attention that the queries of positions q0..q0+nq-1 (among the last
+ * HSQ_OBS_MAX evaluated in this context, full mode) pay to positions
+ * 0..n_keys-1, summed over the queries and over the query heads of each KV
+ * head: out[(l * n_head_kv + g) * n_keys + p]. A sliding-window layer's
+ * queries attend only to their window. */
+HSQ_API hsq_status hsq_context_attention_mass(const hsq_context *ctx, int q0, int nq, int n_keys, float *out);
+
 /* -------------------------------------------------------------- sampler */
 
 typedef struct hsq_sampler_params {
@@ -424,6 +489,8 @@ typedef struct hsq_tier_map {
 	hsq_snapshot_mode mode;
 	hsq_tier_params params;
 	char reader[32], compressor[32]; /* names recorded by the writer */
+	uint8_t calibration_sha256[32];  /* SHA-256 of the calibration whose learned reader
+					  * built the tiers; zeros: none */
 	int n_layer, n_head_kv, head_dim, n_tokens;
 	uint64_t fp16_kv_bytes;    /* the same context at fp16 (sliding layers: their window) */
 	hsq_tier_head_info *heads; /* [n_layer * n_head_kv], layer-major */

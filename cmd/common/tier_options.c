@@ -73,8 +73,10 @@ static int compression_option(hsq_tier_params *p, const char *prog, int id, cons
 			p->reader = HSQ_READER_OBS_ATTENTION;
 		else if (!strcmp(value, "key-norm"))
 			p->reader = HSQ_READER_KEY_NORM;
+		else if (!strcmp(value, "learned"))
+			p->reader = HSQ_READER_LEARNED;
 		else
-			cli_usage_error(prog, "--reader '%s' is unknown; use obs-attention or key-norm", value);
+			cli_usage_error(prog, "--reader '%s' is unknown; use obs-attention, key-norm or learned", value);
 		return 1;
 	case TIER_OPT_COMPRESSOR:
 		if (!strcmp(value, "mean"))
@@ -110,6 +112,7 @@ int tier_option(tier_options *t, const char *prog, int id, const char *value)
 		if (!compression_option(&t->params, prog, id, value))
 			return 0;
 		t->n_params++;
+		t->reader_given |= id == TIER_OPT_READER;
 		return 1;
 	}
 }

@@ -43,7 +43,9 @@ enum {
 	  TIER_OPT_MEDIUM_FRACTION }
 #define TIER_OPTION_OBS_WINDOW                                                                                 \
 	{ "obs-window", 0, "N", "reader: last tokens whose queries it observes, 1..64 (default 32)", TIER_OPT_OBS_WINDOW }
-#define TIER_OPTION_READER { "reader", 0, "NAME", "obs-attention (default) or key-norm", TIER_OPT_READER }
+#define TIER_OPTION_READER                                                                                     \
+	{ "reader", 0, "NAME", "obs-attention (default), key-norm, or learned (--calibration's; its default)",      \
+	  TIER_OPT_READER }
 #define TIER_OPTION_COMPRESSOR { "compressor", 0, "NAME", "obs-weighted (default) or mean", TIER_OPT_COMPRESSOR }
 #define TIER_OPTION_KEEP                                                                                       \
 	{ "keep", 0, "N", "streaming/snapkv: tokens kept per head (default: the bytes of hsq's fast tier)", TIER_OPT_KEEP }
@@ -82,6 +84,7 @@ enum {
 typedef struct tier_options {
 	hsq_tier_params params; /* the library's defaults, changed by the compression options given */
 	int n_params;           /* compression options given */
+	int reader_given;       /* --reader was given */
 	int budget;             /* HSQ_BUDGET_DEFAULT, HSQ_BUDGET_ALL or tokens per KV head */
 	int budget_given;
 	int retrieval_heads;    /* HSQ_RETRIEVAL_DEFAULT or a head count */

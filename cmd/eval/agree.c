@@ -116,14 +116,14 @@ static void run_doc(agree_run *A, eval_log *L, int d)
 		int agree = follow(A, ctx, m == 0, &first);
 		hsq_context_free(ctx);
 		sb_printf(&r, "%s\"%s\":{\"agree\":%d,\"tokens\":%d,\"first_divergence\":", m ? "," : "",
-			  hsq_mode_name(mode), agree, o->generate);
+			  eval_method_name(mode), agree, o->generate);
 		if (first < 0)
 			sb_printf(&r, "null");
 		else
 			sb_printf(&r, "%d", first);
 		sb_printf(&r, ",\"fast_bytes\":%llu}", (unsigned long long)fast);
 		if (m)
-			sb_printf(&line, " %s %.3f", hsq_mode_name(mode), (double)agree / o->generate);
+			sb_printf(&line, " %s %.3f", eval_method_name(mode), (double)agree / o->generate);
 	}
 	sb_printf(&r, "}}");
 	eval_log_append(L, &r);
@@ -154,7 +154,7 @@ static int check_record(const json_value *rec, void *user, char *err, size_t cap
 		}
 		if ((fd->type == JSON_NULL) != (agree == M)) {
 			snprintf(err, cap, "'first_divergence' of %s does not fit 'agree' %ld of %d",
-				 hsq_mode_name(A->o->c.methods[m]), agree, M);
+				 eval_method_name(A->o->c.methods[m]), agree, M);
 			return 0;
 		}
 	}
@@ -227,7 +227,7 @@ static void summarize(const agree_run *A, const eval_log *L, summary *S)
 			continue;
 		const json_value *ms = json_get(by_doc[d], "methods");
 		for (int m = 0; m < M; m++) {
-			const json_value *r = json_get(ms, hsq_mode_name(A->o->c.methods[m]));
+			const json_value *r = json_get(ms, eval_method_name(A->o->c.methods[m]));
 			const json_value *fd = json_get(r, "first_divergence");
 			int agree = (int)json_get(r, "agree")->number;
 			S->agree[S->n * M + m] = agree;
@@ -264,7 +264,7 @@ static void print_table(const summary *S)
 	       tier_budget_name(o->c.tier.budget, b, sizeof b));
 	printf("%-24s", "document");
 	for (int m = 1; m < M; m++)
-		printf(" %18s", hsq_mode_name(o->c.methods[m]));
+		printf(" %18s", eval_method_name(o->c.methods[m]));
 	printf("\n%-24s", "");
 	for (int m = 1; m < M; m++)
 		printf(" %18s", "agree (1st div)");
@@ -280,15 +280,16 @@ static void print_table(const summary *S)
 		}
 		printf("\n");
 	}
-	printf("\n%-9s %5s %7s %7s %7s %-17s %10s %12s\n", "method", "docs", "tokens", "mean", "worst", "[95% Wilson]",
-	       "median 1st", "fast MiB");
+	const int w = eval_method_width(&o->c);
+	printf("\n%-*s %5s %7s %7s %7s %-17s %10s %12s\n", w, "method", "docs", "tokens", "mean", "worst",
+	       "[95% Wilson]", "median 1st", "fast MiB");
 	for (int m = 1; m < M; m++) {
 		const method_sum *s = &S->m[m];
 		char med[16];
 		median_text(S, s, med, sizeof med);
-		printf("%-9s %5d %7ld %7.4f %7.4f [%.4f, %.4f] %10s %8.2f (%.3fx)\n", hsq_mode_name(o->c.methods[m]),
-		       s->docs, s->tokens, s->mean, s->worst, s->wilson.low, s->wilson.high, med, s->fast / 1048576.0,
-		       S->m[0].fast > 0 ? s->fast / S->m[0].fast : NAN);
+		printf("%-*s %5d %7ld %7.4f %7.4f [%.4f, %.4f] %10s %8.2f (%.3fx)\n", w,
+		       eval_method_name(o->c.methods[m]), s->docs, s->tokens, s->mean, s->worst, s->wilson.low,
+		       s->wilson.high, med, s->fast / 1048576.0, S->m[0].fast > 0 ? s->fast / S->m[0].fast : NAN);
 	}
 	printf("\nagreement: share of positions where the method's argmax equals full's greedy token, both fed full's "
 	       "tokens;\n1st div: first such mismatch (where free-running greedy generation would diverge), '-'/none: "
@@ -302,7 +303,7 @@ static void json_method(sbuf *b, const summary *S, int m)
 {
 	const method_sum *s = &S->m[m];
 	sb_printf(b, "{\"method\":\"%s\",\"documents\":%d,\"tokens\":%ld,\"agree\":%ld,\"mean\":",
-		  hsq_mode_name(S->o->c.methods[m]), s->docs, s->tokens, s->agree);
+		  eval_method_name(S->o->c.methods[m]), s->docs, s->tokens, s->agree);
 	sb_jnum6(b, s->mean);
 	sb_printf(b, ",\"worst\":");
 	sb_jnum6(b, s->worst);
@@ -333,7 +334,7 @@ static void write_json(FILE *f, const summary *S)
 		sb_printf(&b, ",\"agreement\":{");
 		for (int m = 0; m < M; m++) {
 			int fd = S->first[i * M + m];
-			sb_printf(&b, "%s\"%s\":{\"agree\":", m ? "," : "", hsq_mode_name(o->c.methods[m]));
+			sb_printf(&b, "%s\"%s\":{\"agree\":", m ? "," : "", eval_method_name(o->c.methods[m]));
 			sb_jnum6(&b, (double)S->agree[i * M + m] / o->generate);
 			if (fd >= o->generate)
 				sb_printf(&b, ",\"first_divergence\":null}");
@@ -359,7 +360,7 @@ static void write_csv(FILE *f, const summary *S)
 		const method_sum *s = &S->m[m];
 		char med[16];
 		median_text(S, s, med, sizeof med);
-		fprintf(f, "%s,%d,%ld,%ld,%.6g,%.6g,%.6g,%.6g,%s,%.6g\n", hsq_mode_name(S->o->c.methods[m]), s->docs,
+		fprintf(f, "%s,%d,%ld,%ld,%.6g,%.6g,%.6g,%.6g,%s,%.6g\n", eval_method_name(S->o->c.methods[m]), s->docs,
 			s->tokens, s->agree, s->mean, s->worst, s->wilson.low, s->wilson.high,
 			s->median_div >= S->o->generate ? "" : med, s->fast);
 	}
@@ -372,7 +373,7 @@ static void write_svg(FILE *f, const void *user)
 	const char *labels[EVAL_MAX_METHODS];
 	double est[EVAL_MAX_METHODS], lo[EVAL_MAX_METHODS], hi[EVAL_MAX_METHODS];
 	for (int m = 1; m < M; m++) {
-		labels[m - 1] = hsq_mode_name(S->o->c.methods[m]);
+		labels[m - 1] = eval_method_name(S->o->c.methods[m]);
 		est[m - 1] = (double)S->m[m].agree / (double)S->m[m].tokens;
 		lo[m - 1] = S->m[m].wilson.low;
 		hi[m - 1] = S->m[m].wilson.high;
@@ -393,7 +394,7 @@ static void write_markdown(FILE *f, const void *user)
 		const method_sum *s = &S->m[m];
 		char med[16];
 		median_text(S, s, med, sizeof med);
-		fprintf(f, "| %s | %.4f | %.4f | [%.4f, %.4f] | %s | %.2f |\n", hsq_mode_name(o->c.methods[m]), s->mean,
+		fprintf(f, "| %s | %.4f | %.4f | [%.4f, %.4f] | %s | %.2f |\n", eval_method_name(o->c.methods[m]), s->mean,
 			s->worst, s->wilson.low, s->wilson.high, med, s->fast / 1048576.0);
 	}
 	fprintf(f, "\n![agreement](agree.svg)\n");

@@ -151,7 +151,7 @@ static void compress(bench_run *B, hsq_snapshot_mode mode, const hsq_token *toks
 	hsq_tier_stats ts = eval_tier_stats(ctx);
 	v[B_FAST] = (double)(mode == HSQ_MODE_FULL ? ts.fp16_kv_bytes : ts.l1_bytes + ts.l2_bytes);
 	v[B_ARCHIVE] = (double)ts.l3_bytes;
-	hsq_status st = hsq_snapshot_save(ctx, path, mode, 3);
+	hsq_status st = hsq_snapshot_save(ctx, path, eval_method_mode(mode), 3);
 	if (st)
 		eval_die_status(st, "saving the method's snapshot");
 	hsq_context_free(ctx);
@@ -209,7 +209,7 @@ static void run_length(bench_run *B, eval_log *L, int li)
 	/* one snapshot per method in the private directory, which the
 	 * cleanup empties should the run be stopped */
 	for (int m = 0; m < M; m++) {
-		snprintf(path[m], sizeof path[m], "%s/bench-%s.hsq", B->R->dir, hsq_mode_name(o->c.methods[m]));
+		snprintf(path[m], sizeof path[m], "%s/bench-%s.hsq", B->R->dir, eval_method_name(o->c.methods[m]));
 		compress(B, o->c.methods[m], toks, len, path[m], v[m]);
 	}
 	for (int round = 0; round < o->repeat; round++)
@@ -224,14 +224,14 @@ static void run_length(bench_run *B, eval_log *L, int li)
 	sb_jnum(&r, t_prefill);
 	sb_printf(&r, ",\"methods\":{");
 	for (int m = 0; m < M; m++) {
-		sb_printf(&r, "%s\"%s\":{", m ? "," : "", hsq_mode_name(o->c.methods[m]));
+		sb_printf(&r, "%s\"%s\":{", m ? "," : "", eval_method_name(o->c.methods[m]));
 		for (int k = 0; k < N_B; k++) {
 			sb_printf(&r, "%s\"%s\":", k ? "," : "", b_key[k]);
 			sb_jnum(&r, v[m][k]);
 		}
 		sb_putc(&r, '}');
 		eval_progress(&o->c, "length %d %s: decode %.1f tok/s, fast tier %.2f MiB, snapshot %.2f MiB, load %.3f s",
-			      len, hsq_mode_name(o->c.methods[m]), v[m][B_DECODE], v[m][B_FAST] / 1048576.0,
+			      len, eval_method_name(o->c.methods[m]), v[m][B_DECODE], v[m][B_FAST] / 1048576.0,
 			      v[m][B_SNAPSHOT] / 1048576.0, v[m][B_LOAD]);
 	}
 	sb_printf(&r, "}}");
@@ -276,7 +276,7 @@ static int check_record(const json_value *rec, void *user, char *err, size_t cap
 			if (!json_num_member(r, b_key[k], &v, err, cap))
 				return 0;
 			if (!(v >= 0)) {
-				snprintf(err, cap, "'%s' of %s is negative", b_key[k], hsq_mode_name(o->c.methods[m]));
+				snprintf(err, cap, "'%s' of %s is negative", b_key[k], eval_method_name(o->c.methods[m]));
 				return 0;
 			}
 		}
@@ -333,7 +333,7 @@ static void summarize(const bench_run *B, const eval_log *L, summary *S)
 		S->prefill[li] = s > 0 ? json_get(rec, "prefill_tokens")->number / s : NAN;
 		const json_value *ms = json_get(rec, "methods");
 		for (int m = 0; m < M; m++) {
-			const json_value *r = json_get(ms, hsq_mode_name(o->c.methods[m]));
+			const json_value *r = json_get(ms, eval_method_name(o->c.methods[m]));
 			for (int k = 0; k < N_B; k++) /* check_record saw every key */
 				S->v[((size_t)li * M + m) * N_B + k] = json_get(r, b_key[k])->number;
 		}
@@ -356,18 +356,20 @@ static void print_table(const summary *S)
 	       o->c.threads ? "" : " (0: all cores)", tier_budget_name(o->c.tier.budget, b, sizeof b));
 	printf("ratios (x) are to full at the same length; peak RSS is the process's peak so far (it only grows "
 	       "within a run).\n\n");
-	printf("%6s %-9s %9s %9s %16s %18s %10s %17s %15s %15s %17s %16s\n", "length", "method", "prefill/s", "compress",
-	       "decode tok/s", "fast tier MiB", "archive", "snapshot MiB", "load s", "first step s", "peak RSS MiB",
-	       "RSS MiB");
+	const int w = eval_method_width(&o->c);
+	printf("%6s %-*s %9s %9s %16s %18s %10s %17s %15s %15s %17s %16s\n", "length", w, "method", "prefill/s",
+	       "compress", "decode tok/s", "fast tier MiB", "archive", "snapshot MiB", "load s", "first step s",
+	       "peak RSS MiB", "RSS MiB");
 	for (int li = 0; li < o->n_len; li++) {
 		for (int m = 0; m < M; m++) {
-			printf("%6d %-9s %9.1f %8.3fs %8.2f (%5.2fx) %9.2f (%6.4fx) %9.2f %8.2f (%5.3fx) %7.3f (%5.3fx) "
+			printf("%6d %-*s %9.1f %8.3fs %8.2f (%5.2fx) %9.2f (%6.4fx) %9.2f %8.2f (%5.3fx) %7.3f (%5.3fx) "
 			       "%7.3f (%5.2fx) %8.1f (%5.3fx) %7.1f (%5.3fx)\n",
-			       o->lengths[li], hsq_mode_name(o->c.methods[m]), S->prefill[li], at(S, li, m, B_COMPRESS),
-			       at(S, li, m, B_DECODE), ratio(S, li, m, B_DECODE), at(S, li, m, B_FAST) / 1048576.0,
-			       ratio(S, li, m, B_FAST), at(S, li, m, B_ARCHIVE) / 1048576.0,
-			       at(S, li, m, B_SNAPSHOT) / 1048576.0, ratio(S, li, m, B_SNAPSHOT), at(S, li, m, B_LOAD),
-			       ratio(S, li, m, B_LOAD), at(S, li, m, B_FIRST), ratio(S, li, m, B_FIRST),
+			       o->lengths[li], w, eval_method_name(o->c.methods[m]), S->prefill[li],
+			       at(S, li, m, B_COMPRESS), at(S, li, m, B_DECODE), ratio(S, li, m, B_DECODE),
+			       at(S, li, m, B_FAST) / 1048576.0, ratio(S, li, m, B_FAST),
+			       at(S, li, m, B_ARCHIVE) / 1048576.0, at(S, li, m, B_SNAPSHOT) / 1048576.0,
+			       ratio(S, li, m, B_SNAPSHOT), at(S, li, m, B_LOAD), ratio(S, li, m, B_LOAD),
+			       at(S, li, m, B_FIRST), ratio(S, li, m, B_FIRST),
 			       at(S, li, m, B_PEAK_RSS) / 1048576.0, ratio(S, li, m, B_PEAK_RSS),
 			       at(S, li, m, B_RSS) / 1048576.0, ratio(S, li, m, B_RSS));
 		}
@@ -387,7 +389,7 @@ static void write_json(FILE *f, const summary *S)
 	for (int li = 0; li < o->n_len; li++)
 		for (int m = 0; m < M; m++) {
 			sb_printf(&b, "%s{\"length\":%d,\"method\":\"%s\",\"prefill_tok_s\":", li || m ? ",\n" : "",
-				  o->lengths[li], hsq_mode_name(o->c.methods[m]));
+				  o->lengths[li], eval_method_name(o->c.methods[m]));
 			sb_jnum6(&b, S->prefill[li]);
 			for (int k = 0; k < N_B; k++) {
 				sb_printf(&b, ",\"%s\":", b_key[k]);
@@ -416,7 +418,7 @@ static void write_csv(FILE *f, const summary *S)
 	fputc('\n', f);
 	for (int li = 0; li < o->n_len; li++)
 		for (int m = 0; m < o->c.n_methods; m++) {
-			fprintf(f, "%d,%s", o->lengths[li], hsq_mode_name(o->c.methods[m]));
+			fprintf(f, "%d,%s", o->lengths[li], eval_method_name(o->c.methods[m]));
 			eval_csv_num(f, S->prefill[li]);
 			for (int k = 0; k < N_B; k++)
 				eval_csv_num(f, at(S, li, m, k));
@@ -438,7 +440,7 @@ static void write_svg(FILE *f, const void *user)
 	for (int li = 0; li < o->n_len; li++)
 		x[li] = o->lengths[li];
 	for (int m = 0; m < M; m++) {
-		names[m] = hsq_mode_name(o->c.methods[m]);
+		names[m] = eval_method_name(o->c.methods[m]);
 		for (int li = 0; li < o->n_len; li++)
 			y[m * o->n_len + li] = at(S, li, m, B_DECODE);
 	}
@@ -460,7 +462,7 @@ static void write_markdown(FILE *f, const void *user)
 		for (int m = 0; m < o->c.n_methods; m++)
 			fprintf(f, "| %d | %s | %.1f | %.3f | %.2f (%.2f) | %.2f (%.4f) | %.2f | %.2f (%.3f) | %.3f (%.3f) | "
 				   "%.3f (%.2f) | %.1f (%.3f) |\n",
-				o->lengths[li], hsq_mode_name(o->c.methods[m]), S->prefill[li], at(S, li, m, B_COMPRESS),
+				o->lengths[li], eval_method_name(o->c.methods[m]), S->prefill[li], at(S, li, m, B_COMPRESS),
 				at(S, li, m, B_DECODE), ratio(S, li, m, B_DECODE), at(S, li, m, B_FAST) / 1048576.0,
 				ratio(S, li, m, B_FAST), at(S, li, m, B_ARCHIVE) / 1048576.0,
 				at(S, li, m, B_SNAPSHOT) / 1048576.0, ratio(S, li, m, B_SNAPSHOT), at(S, li, m, B_LOAD),

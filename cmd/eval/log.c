@@ -478,10 +478,10 @@ void eval_log_close(eval_log *L)
 const json_value *eval_method_result(const json_value *rec, hsq_snapshot_mode mode, char *err, size_t cap)
 {
 	const json_value *ms = json_obj_member(rec, "methods", err, cap);
-	const json_value *r = ms ? json_obj_member(ms, hsq_mode_name(mode), err, cap) : NULL;
+	const json_value *r = ms ? json_obj_member(ms, eval_method_name(mode), err, cap) : NULL;
 	if (!r) {
 		size_t l = strlen(err);
-		snprintf(err + l, cap - l, " (method %s)", hsq_mode_name(mode));
+		snprintf(err + l, cap - l, " (method %s)", eval_method_name(mode));
 	}
 	return r;
 }

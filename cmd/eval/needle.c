@@ -303,7 +303,7 @@ static hsq_context *open_method(needle_run *N, const trial *T, hsq_snapshot_mode
 	eval_runner *R = N->R;
 	hsq_context *ctx = eval_open(R, mode, T->prompt + T->n_context - R->n_obs, length, NULL);
 	hsq_status st;
-	if (mode != HSQ_MODE_FULL && (st = hsq_snapshot_save(ctx, R->msnap, mode, 1)))
+	if (mode != HSQ_MODE_FULL && (st = hsq_snapshot_save(ctx, R->msnap, eval_method_mode(mode), 1)))
 		eval_die_status(st, "saving the method's snapshot");
 	return ctx;
 }
@@ -418,12 +418,12 @@ static void run_trial(needle_run *N, eval_log *L, int li, int di, int t)
 		int ok = answer(N, &T, ctx, ans, sizeof ans);
 		double lp = answer_logp(N, &T, reopen_method(N, &T, o->c.methods[m], length));
 		sb_printf(&r, "%s\"%s\":{\"ok\":%s,\"fast_bytes\":%llu,\"logp\":", m ? "," : "",
-			  hsq_mode_name(o->c.methods[m]), ok ? "true" : "false", (unsigned long long)fast);
+			  eval_method_name(o->c.methods[m]), ok ? "true" : "false", (unsigned long long)fast);
 		sb_jnum6(&r, lp);
 		sb_printf(&r, ",\"answer\":");
 		sb_jstr(&r, ans);
 		sb_putc(&r, '}');
-		sb_printf(&line, " %s %s", hsq_mode_name(o->c.methods[m]), ok ? "ok" : "miss");
+		sb_printf(&line, " %s %s", eval_method_name(o->c.methods[m]), ok ? "ok" : "miss");
 	}
 	sb_printf(&r, "}}");
 	eval_log_append(L, &r);
@@ -481,7 +481,7 @@ static int check_record(const json_value *rec, void *user, char *err, size_t cap
 	if (!ms)
 		return 0;
 	for (int m = 0; m < o->c.n_methods; m++) {
-		const char *name = hsq_mode_name(o->c.methods[m]);
+		const char *name = eval_method_name(o->c.methods[m]);
 		const json_value *r = json_obj_member(ms, name, err, cap);
 		if (!r || !json_bool_member(r, "ok", &ok, err, cap) ||
 		    !json_int_member(r, "fast_bytes", 0, 1L << 52, &fast, err, cap) || !logp_member(r, err, cap)) {
@@ -515,7 +515,7 @@ static void collect(needle_run *N, const eval_log *L)
 				L->path, L->lines[i], (int)json_get(rec, "trial")->number, o->lengths[li], o->depths[di]);
 		const json_value *ms = json_get(rec, "methods");
 		for (int m = 0; m < M; m++) {
-			const json_value *r = json_get(ms, hsq_mode_name(o->c.methods[m]));
+			const json_value *r = json_get(ms, eval_method_name(o->c.methods[m]));
 			N->ok[k * M + m] = (int8_t)json_get(r, "ok")->boolean;
 			N->fast[k * M + m] = json_get(r, "fast_bytes")->number;
 			const json_value *lp = json_get(r, "logp");
@@ -705,7 +705,8 @@ static void success_row_line(const summary *S, const char *len, const char *dep,
 		return;
 	char kn[32];
 	snprintf(kn, sizeof kn, "%d/%d", s->k, s->n);
-	printf("%6s %5s %-9s %9s %6.3f [%.3f, %.3f]", len, dep, hsq_mode_name(S->o->c.methods[m]), kn,
+	printf("%6s %5s %-*s %9s %6.3f [%.3f, %.3f]", len, dep, eval_method_width(&S->o->c),
+	       eval_method_name(S->o->c.methods[m]), kn,
 	       (double)s->k / s->n, s->wilson.low, s->wilson.high);
 	if (m)
 		printf(" %4d %4d %9.4f %+7.3f [%+.3f, %+.3f] %s", s->b, s->c, s->mcnemar_p, s->tost.diff, s->tost.ci_low,
@@ -725,7 +726,8 @@ static void logp_row_line(const summary *S, const char *len, const char *dep, in
 {
 	if (!s->n_lp)
 		return;
-	printf("%6s %5s %-9s %5d %9.3f", len, dep, hsq_mode_name(S->o->c.methods[m]), s->n_lp, s->lp_mean);
+	printf("%6s %5s %-*s %5d %9.3f", len, dep, eval_method_width(&S->o->c), eval_method_name(S->o->c.methods[m]),
+	       s->n_lp, s->lp_mean);
 	if (m && isfinite(s->lp_diff.estimate))
 		printf(" %+9.3f [%+.3f, %+.3f]", s->lp_diff.estimate, s->lp_diff.low, s->lp_diff.high);
 	printf("\n");
@@ -738,7 +740,8 @@ static void print_logp_table(const summary *S)
 	printf("\nlog-probability of the asked number, teacher-forced after \"The special magic number for CITY is\" "
 	       "(nats,\nsummed over its tokens; 0 is certainty); diff: the method's minus full's, paired, with a 95%% "
 	       "bootstrap interval:\n");
-	printf("%6s %5s %-9s %5s %9s %9s %s\n", "length", "depth", "method", "n", "mean", "diff", "[95% bootstrap]");
+	printf("%6s %5s %-*s %5s %9s %9s %s\n", "length", "depth", eval_method_width(&S->o->c), "method", "n", "mean",
+	       "diff", "[95% bootstrap]");
 	print_rows(S, logp_row_line);
 }
 
@@ -771,14 +774,14 @@ static void print_table(const summary *S)
 			double full = 0;
 			for (int di = 0; di < o->n_depth; di++)
 				full += S->cells[(li * o->n_depth + di) * M].fast * S->cells[(li * o->n_depth + di) * M].n;
-			printf("  %s %.2f MiB", hsq_mode_name(o->c.methods[m]), n ? sum / n / 1048576.0 : NAN);
+			printf("  %s %.2f MiB", eval_method_name(o->c.methods[m]), n ? sum / n / 1048576.0 : NAN);
 			if (m)
 				printf(" (%.3fx)", full > 0 ? sum / full : NAN);
 		}
 		printf("\n");
 	}
-	printf("\n%6s %5s %-9s %9s %6s %-17s %4s %4s %9s %7s %-17s %s\n", "length", "depth", "method", "ok/n", "rate",
-	       "[95% Wilson]", "b", "c", "McNemar p", "diff", "[90% CI]", "equivalent");
+	printf("\n%6s %5s %-*s %9s %6s %-17s %4s %4s %9s %7s %-17s %s\n", "length", "depth", eval_method_width(&o->c),
+	       "method", "ok/n", "rate", "[95% Wilson]", "b", "c", "McNemar p", "diff", "[90% CI]", "equivalent");
 	print_rows(S, success_row_line);
 	printf("\nb: full ok, method missed; c: the reverse. McNemar: exact, two-sided, on b and c. diff: the "
 	       "method's success rate minus full's;\nequivalent: TOST at +-%.3g percentage points, alpha %.2f "
@@ -792,7 +795,7 @@ static void print_table(const summary *S)
 static void json_cell(FILE *f, const summary *S, const cell_sum *s, int m)
 {
 	sbuf b = { 0 };
-	sb_printf(&b, "\"method\":\"%s\",\"trials\":%d,\"successes\":%d,\"rate\":", hsq_mode_name(S->o->c.methods[m]),
+	sb_printf(&b, "\"method\":\"%s\",\"trials\":%d,\"successes\":%d,\"rate\":", eval_method_name(S->o->c.methods[m]),
 		  s->n, s->k);
 	sb_jnum6(&b, s->n ? (double)s->k / s->n : NAN);
 	sb_printf(&b, ",\"wilson\":[");
@@ -883,7 +886,7 @@ static void write_csv(FILE *f, const summary *S)
 			const cell_sum *s = &S->cells[row * M + m];
 			if (!s->n)
 				continue;
-			fprintf(f, "%s,%s,%s,%d,%d", len, dep, hsq_mode_name(o->c.methods[m]), s->n, s->k);
+			fprintf(f, "%s,%s,%s,%d,%d", len, dep, eval_method_name(o->c.methods[m]), s->n, s->k);
 			eval_csv_num(f, (double)s->k / s->n);
 			eval_csv_num(f, s->wilson.low);
 			eval_csv_num(f, s->wilson.high);
@@ -942,7 +945,7 @@ static void write_heatmap(FILE *f, const void *user)
 		cp[i] = cl[i];
 	}
 	char title[96];
-	snprintf(title, sizeof title, "needle: %s, success rate", hsq_mode_name(o->c.methods[h->m]));
+	snprintf(title, sizeof title, "needle: %s, success rate", eval_method_name(o->c.methods[h->m]));
 	svg_heatmap(f, title, o->n_len, rp, "context length (tokens)", o->n_depth, cp, "depth of the asked needle", v, tp);
 	free(v);
 	free(text);
@@ -974,7 +977,7 @@ static void markdown_pooled(FILE *f, const summary *S, int row, int with_length)
 			continue;
 		if (with_length)
 			fprintf(f, "| %s ", len);
-		fprintf(f, "| %s | %d/%d | %.3f | [%.3f, %.3f] | %.2f |", hsq_mode_name(o->c.methods[m]), s->k, s->n,
+		fprintf(f, "| %s | %d/%d | %.3f | [%.3f, %.3f] | %.2f |", eval_method_name(o->c.methods[m]), s->k, s->n,
 			s->n ? (double)s->k / s->n : NAN, s->wilson.low, s->wilson.high, s->fast / 1048576.0);
 		if (m)
 			fprintf(f, " %d | %d | %.4f | %+.3f [%+.3f, %+.3f] | %s |\n", s->b, s->c, s->mcnemar_p, s->tost.diff,
@@ -1015,7 +1018,7 @@ static void write_markdown(FILE *f, const void *user)
 			   "95%% bootstrap interval:\n\n| method | trials | mean | diff [95%% CI] |\n|---|---|---|---|\n");
 		for (int m = 0; m < M; m++) {
 			const cell_sum *s = &S->cells[(S->rows - 1) * M + m];
-			fprintf(f, "| %s | %d | %.3f |", hsq_mode_name(o->c.methods[m]), s->n_lp, s->lp_mean);
+			fprintf(f, "| %s | %d | %.3f |", eval_method_name(o->c.methods[m]), s->n_lp, s->lp_mean);
 			if (m && isfinite(s->lp_diff.estimate))
 				fprintf(f, " %+.3f [%+.3f, %+.3f] |\n", s->lp_diff.estimate, s->lp_diff.low, s->lp_diff.high);
 			else
@@ -1024,7 +1027,8 @@ static void write_markdown(FILE *f, const void *user)
 	}
 	fprintf(f, "\n## Success rate per cell\n\n");
 	for (int m = 0; m < M; m++)
-		fprintf(f, "![%s](needle-%s.svg)\n", hsq_mode_name(o->c.methods[m]), hsq_mode_name(o->c.methods[m]));
+		fprintf(f, "![%s](needle-%s.svg)\n", eval_method_name(o->c.methods[m]),
+			eval_method_name(o->c.methods[m]));
 	fprintf(f, "\n| length | depth | method | ok/n | 95%% Wilson | b | c | McNemar p |\n|---|---|---|---|---|---|---|---|\n");
 	for (int row = 0; row < S->n_cells; row++)
 		for (int m = 0; m < M; m++) {
@@ -1032,7 +1036,7 @@ static void write_markdown(FILE *f, const void *user)
 			if (!s->n)
 				continue;
 			fprintf(f, "| %d | %d%% | %s | %d/%d | [%.3f, %.3f] |", o->lengths[row / o->n_depth],
-				o->depths[row % o->n_depth], hsq_mode_name(o->c.methods[m]), s->k, s->n, s->wilson.low,
+				o->depths[row % o->n_depth], eval_method_name(o->c.methods[m]), s->k, s->n, s->wilson.low,
 				s->wilson.high);
 			if (m)
 				fprintf(f, " %d | %d | %.4f |\n", s->b, s->c, s->mcnemar_p);
@@ -1047,7 +1051,7 @@ static void write_report(const summary *S, const char *dir)
 	for (int m = 0; m < S->o->c.n_methods; m++) {
 		char name[64];
 		heat_arg h = { S, m };
-		snprintf(name, sizeof name, "needle-%s.svg", hsq_mode_name(S->o->c.methods[m]));
+		snprintf(name, sizeof name, "needle-%s.svg", eval_method_name(S->o->c.methods[m]));
 		eval_report_write(dir, name, write_heatmap, &h);
 	}
 }

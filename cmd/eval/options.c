@@ -10,8 +10,11 @@
 
 const cli_option eval_common_options[] = {
 	{ "methods", 0, "LIST",
-	  "comma-separated methods: full,quant,hsq,streaming,snapkv (default: all; full, the reference, always runs)",
+	  "comma-separated methods: full,quant,hsq,hsq-learned,streaming,snapkv (default: all but hsq-learned; full, "
+	  "the reference, always runs)",
 	  EOPT_METHODS },
+	{ "calibration", 0, "FILE", "hsq-learned's reader: a calibration file of the model (hsq-calibrate)",
+	  EOPT_CALIBRATION },
 	TIER_ROUTING_OPTIONS,
 	TIER_OPTION_RESIDUAL_HEADS,
 	TIER_OPTION_KEY_ROUNDING,
@@ -37,12 +40,11 @@ void eval_common_init(eval_common *c, const char *sub)
 {
 	memset(c, 0, sizeof *c);
 	c->sub = sub;
-	c->n_methods = EVAL_MAX_METHODS;
-	c->methods[0] = HSQ_MODE_FULL;
-	c->methods[1] = HSQ_MODE_QUANT;
-	c->methods[2] = HSQ_MODE_HSQ;
-	c->methods[3] = HSQ_MODE_STREAMING;
-	c->methods[4] = HSQ_MODE_SNAPKV;
+	/* every method but hsq-learned, which needs --calibration */
+	static const hsq_snapshot_mode all[] = { HSQ_MODE_FULL, HSQ_MODE_QUANT, HSQ_MODE_HSQ, HSQ_MODE_STREAMING,
+						 HSQ_MODE_SNAPKV };
+	c->n_methods = (int)(sizeof all / sizeof all[0]);
+	memcpy(c->methods, all, sizeof all);
 	tier_options_init(&c->tier);
 	c->jobs = 1;
 	snprintf(c->log_default, sizeof c->log_default, "hsq-eval-%s.jsonl", sub);
@@ -55,6 +57,26 @@ int eval_method_index(const eval_common *c, hsq_snapshot_mode mode)
 		if (c->methods[i] == mode)
 			return i;
 	return -1;
+}
+
+const char *eval_method_name(hsq_snapshot_mode m)
+{
+	return m == EVAL_HSQ_LEARNED ? "hsq-learned" : hsq_mode_name(m);
+}
+
+hsq_snapshot_mode eval_method_mode(hsq_snapshot_mode m)
+{
+	return m == EVAL_HSQ_LEARNED ? HSQ_MODE_HSQ : m;
+}
+
+int eval_method_width(const eval_common *c)
+{
+	int w = 9;
+	for (int i = 0; i < c->n_methods; i++) {
+		int n = (int)strlen(eval_method_name(c->methods[i]));
+		w = n > w ? n : w;
+	}
+	return w;
 }
 
 /* --methods: full always comes first (every comparison is against it, and
@@ -77,9 +99,11 @@ static void parse_methods(eval_common *c, const char *value)
 		if (!*item)
 			cli_usage_error(EVAL_PROG, "--methods '%s' has an empty item; separate methods by single commas",
 					value);
-		if (hsq_mode_parse(item, &m) != HSQ_OK)
-			cli_usage_error(EVAL_PROG,
-					"--methods: unknown method '%s'; use full, quant, hsq, streaming or snapkv", item);
+		if (!strcmp(item, "hsq-learned"))
+			m = EVAL_HSQ_LEARNED;
+		else if (hsq_mode_parse(item, &m) != HSQ_OK)
+			cli_usage_error(EVAL_PROG, "--methods: unknown method '%s'; use full, quant, hsq, hsq-learned, "
+						   "streaming or snapkv", item);
 		if (m == HSQ_MODE_FULL && !(given & (1 << m))) {
 			given |= 1 << m;
 			continue;
@@ -106,6 +130,7 @@ int eval_common_option(eval_common *c, int id, const char *arg)
 	case EOPT_FORCE: c->force = 1; return 1;
 	case EOPT_SUMMARIZE: c->summarize = 1; return 1;
 	case EOPT_JOBS: c->jobs = (int)cli_long(EVAL_PROG, "--jobs", arg, 1, EVAL_MAX_JOBS); return 1;
+	case EOPT_CALIBRATION: c->calibration = arg; return 1;
 	default: return tier_option(&c->tier, EVAL_PROG, id, arg);
 	}
 }
@@ -120,9 +145,18 @@ void eval_common_finish(eval_common *c)
 					   "--force starts it afresh");
 	if (c->summarize && c->jobs > 1)
 		cli_usage_error(EVAL_PROG, "--summarize runs no trial; drop --jobs");
-	const char *paths[4] = { c->json_path, c->csv_path, c->report_dir, c->log_path };
-	static const char *names[4] = { "--json", "--csv", "--report", "--log" };
-	for (int i = 0; i < 4; i++)
+	/* both ways: a calibration that no method reads would be recorded in
+	 * the log's configuration as if it had decided the results */
+	int learned = eval_method_index(c, EVAL_HSQ_LEARNED) >= 0;
+	if (learned && !c->calibration)
+		cli_usage_error(EVAL_PROG, "--methods lists hsq-learned, which needs a calibration: pass "
+					   "--calibration FILE (made by hsq-calibrate for this model)");
+	if (c->calibration && !learned)
+		cli_usage_error(EVAL_PROG, "--calibration is read by the method hsq-learned alone: add it to --methods "
+					   "(e.g. --methods hsq,hsq-learned), or drop --calibration");
+	const char *paths[5] = { c->json_path, c->csv_path, c->report_dir, c->log_path, c->calibration };
+	static const char *names[5] = { "--json", "--csv", "--report", "--log", "--calibration" };
+	for (int i = 0; i < 5; i++)
 		if (paths[i] && !*paths[i])
 			cli_usage_error(EVAL_PROG, "%s needs a non-empty path", names[i]);
 	if (c->jobs > 1 && c->threads == 0) { /* the cores shared among the jobs */

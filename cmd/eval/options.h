@@ -10,7 +10,7 @@
 #include "hsq_eval.h"
 
 #define EVAL_PROG "hsq-eval"
-#define EVAL_MAX_METHODS 5
+#define EVAL_MAX_METHODS 6
 #define EVAL_MAX_LIST 64   /* items of --lengths, --depths */
 #define EVAL_MAX_FILES 4096 /* documents or haystack files */
 #define EVAL_CHUNK 16      /* tokens per scoring step after compression */
@@ -30,6 +30,7 @@ enum {
 	EOPT_FORCE,
 	EOPT_SUMMARIZE,
 	EOPT_JOBS,
+	EOPT_CALIBRATION,
 	EOPT_SPECIFIC = 320, /* first id of a subcommand's own options */
 };
 
@@ -40,13 +41,20 @@ extern const cli_option eval_common_options[];
  * timings need the machine to themselves). */
 extern const cli_option eval_jobs_option;
 
+/* hsq-learned: hsq with the learned reader of --calibration. Its snapshots
+ * are hsq's, so it is no snapshot mode of the library but a method id past
+ * them, stored with the modes in eval_common.methods: name a method with
+ * eval_method_name, and ask the library for eval_method_mode. */
+#define EVAL_HSQ_LEARNED ((hsq_snapshot_mode)16)
+
 typedef struct eval_common {
 	const char *sub;        /* "needle", ... */
 	const char *model_arg;  /* -m, or NULL */
 	int threads;            /* 0 = all cores */
 	int jobs;               /* worker processes running the trials; 1: none */
 	int n_methods;
-	hsq_snapshot_mode methods[EVAL_MAX_METHODS]; /* methods[0] is full */
+	hsq_snapshot_mode methods[EVAL_MAX_METHODS]; /* methods[0] is full; EVAL_HSQ_LEARNED among them */
+	const char *calibration; /* --calibration FILE: hsq-learned's reader, or NULL */
 	tier_options tier;      /* --budget, --retrieval-heads; --residual-heads and --key-rounding in tier.params */
 	const char *json_path, *csv_path, *report_dir;
 	const char *log_path;
@@ -62,6 +70,14 @@ int eval_common_option(eval_common *c, int id, const char *arg);
 void eval_common_finish(eval_common *c);
 /* Index of mode in c->methods, or -1. */
 int eval_method_index(const eval_common *c, hsq_snapshot_mode mode);
+/* A method's name in tables, logs and files: "hsq-learned", or the
+ * library's name of the mode. */
+const char *eval_method_name(hsq_snapshot_mode m);
+/* The library mode a method compresses to (hsq-learned: hsq). */
+hsq_snapshot_mode eval_method_mode(hsq_snapshot_mode m);
+/* Columns a method's name takes in a table: 9 ("streaming"), or the
+ * longest name listed, so that the default tables keep their layout. */
+int eval_method_width(const eval_common *c);
 
 /* Comma-separated integers from lo to hi, distinct; exits 2 naming opt. */
 int eval_parse_ints(const char *opt, const char *value, long lo, long hi, int *out, int cap);

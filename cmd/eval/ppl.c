@@ -4,7 +4,10 @@
  * Per document: N context tokens (compressed by every method but full),
  * then the next M tokens scored as new tokens, in chunks of EVAL_CHUNK (a
  * compressed context keeps compressing its tail online between chunks, as
- * it would while decoding). */
+ * it would while decoding). The hsq methods also measure their router's
+ * recall on the scored tokens: per layer, the share of the attention over
+ * the full cache (which the compressed context still holds) that L1, the
+ * fetched groups and the tail capture. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,12 +125,32 @@ static void run_doc(ppl_run *P, eval_log *L, int d)
 		hsq_snapshot_mode mode = o->c.methods[m];
 		hsq_context *ctx = eval_open(P->R, mode, doc->toks + N - n_obs, N + M, NULL);
 		uint64_t fast = eval_fast_bytes(ctx);
+		int routed = eval_method_mode(mode) == HSQ_MODE_HSQ;
+		hsq_status st;
+		if (routed && (st = hsq_context_set_recall_probe(ctx, 1)))
+			eval_die_status(st, "the recall probe");
 		double nll = score(P, ctx, doc->toks + N, M);
-		hsq_context_free(ctx);
-		sb_printf(&r, "%s\"%s\":{\"nll\":", m ? "," : "", hsq_mode_name(mode));
+		sb_printf(&r, "%s\"%s\":{\"nll\":", m ? "," : "", eval_method_name(mode));
 		sb_jnum(&r, nll);
-		sb_printf(&r, ",\"tokens\":%d,\"fast_bytes\":%llu}", M, (unsigned long long)fast);
-		sb_printf(&line, " %s %.3f", hsq_mode_name(mode), exp(nll / M));
+		sb_printf(&r, ",\"tokens\":%d,\"fast_bytes\":%llu", M, (unsigned long long)fast);
+		if (routed) {
+			const int n_layer = P->R->mi.n_layer;
+			double *rec = malloc((size_t)n_layer * sizeof *rec);
+			if (!rec)
+				cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+			if ((st = hsq_context_recall(ctx, rec)))
+				eval_die_status(st, "the router's recall");
+			sb_printf(&r, ",\"recall\":[");
+			for (int l = 0; l < n_layer; l++) { /* null: a layer without groups */
+				sb_printf(&r, "%s", l ? "," : "");
+				sb_jnum(&r, rec[l]);
+			}
+			sb_printf(&r, "]");
+			free(rec);
+		}
+		sb_printf(&r, "}");
+		hsq_context_free(ctx);
+		sb_printf(&line, " %s %.3f", eval_method_name(mode), exp(nll / M));
 	}
 	sb_printf(&r, "}}");
 	eval_log_append(L, &r);
@@ -150,10 +173,25 @@ static int check_record(const json_value *rec, void *user, char *err, size_t cap
 		    !json_int_member(r, "fast_bytes", 0, 1L << 52, &fast, err, cap))
 			return 0;
 		if (!(nll >= 0)) {
-			snprintf(err, cap, "'nll' of %s is %g, not a non-negative number", hsq_mode_name(P->o->c.methods[m]),
-				 nll);
+			snprintf(err, cap, "'nll' of %s is %g, not a non-negative number",
+				 eval_method_name(P->o->c.methods[m]), nll);
 			return 0;
 		}
+		/* "recall" of an hsq method: one share a layer, null for a layer
+		 * without groups; logs written before it have none */
+		const json_value *rc = json_get(r, "recall");
+		if (rc && (rc->type != JSON_ARRAY || rc->n != (size_t)P->R->mi.n_layer)) {
+			snprintf(err, cap, "'recall' of %s is not an array of %d shares (one a layer)",
+				 eval_method_name(P->o->c.methods[m]), P->R->mi.n_layer);
+			return 0;
+		}
+		for (size_t l = 0; rc && l < rc->n; l++)
+			if (rc->items[l].type != JSON_NULL &&
+			    (rc->items[l].type != JSON_NUMBER || !(rc->items[l].number >= 0 && rc->items[l].number <= 1.000001))) {
+				snprintf(err, cap, "'recall' of %s at layer %zu is not a share (0..1) or null",
+					 eval_method_name(P->o->c.methods[m]), l);
+				return 0;
+			}
 	}
 	return 1;
 }
@@ -167,6 +205,13 @@ typedef struct method_sum {
 	hsq_boot_result boot;   /* ratio of pooled perplexities, exp of the NLL difference */
 	int have_noninf;
 	hsq_noninf_result noninf;
+	/* router recall (hsq methods whose every record has it) */
+	int have_recall;
+	double recall_mean;     /* over layers with groups, of the per-layer means over documents */
+	int worst_layer;        /* the layer with the lowest mean */
+	double recall_worst;
+	int have_recall_diff;   /* against the method named "hsq", paired over documents */
+	hsq_boot_result recall_diff; /* mean over layers, this method's minus hsq's */
 } method_sum;
 
 typedef struct summary {
@@ -176,6 +221,8 @@ typedef struct summary {
 	int n;              /* documents in the log */
 	int *index;         /* [n] their indices */
 	double *doc_nll;    /* [n][method] mean NLL per token */
+	double *doc_recall; /* [n][method][n_layer] router recall, NaN where none */
+	int n_layer;
 	method_sum *m;      /* [method] */
 } summary;
 
@@ -215,14 +262,87 @@ static void summarize_method(summary *S, int m)
 	free(py);
 }
 
+/* Mean over the layers that have a recall of a document's recall. */
+static double doc_mean_recall(const summary *S, int i, int m)
+{
+	const double *dr = S->doc_recall + ((size_t)i * S->o->c.n_methods + m) * S->n_layer;
+	double s = 0;
+	int k = 0;
+	for (int l = 0; l < S->n_layer; l++)
+		if (!isnan(dr[l])) {
+			s += dr[l];
+			k++;
+		}
+	return k ? s / k : NAN;
+}
+
+static void summarize_recall(const ppl_run *P, summary *S)
+{
+	const int M = P->o->c.n_methods;
+	int hsq = -1;
+	for (int m = 0; m < M; m++)
+		if (P->o->c.methods[m] == HSQ_MODE_HSQ && S->m[m].have_recall == 1)
+			hsq = m;
+	for (int m = 0; m < M; m++) {
+		method_sum *s = &S->m[m];
+		if (s->have_recall != 1 || S->n == 0) {
+			s->have_recall = 0;
+			continue;
+		}
+		double sum = 0;
+		int k = 0;
+		s->recall_worst = INFINITY;
+		for (int l = 0; l < S->n_layer; l++) {
+			double t = 0;
+			int c = 0;
+			for (int i = 0; i < S->n; i++) {
+				double v = S->doc_recall[((size_t)i * M + m) * S->n_layer + l];
+				if (!isnan(v)) {
+					t += v;
+					c++;
+				}
+			}
+			if (!c)
+				continue;
+			t /= c;
+			sum += t;
+			k++;
+			if (t < s->recall_worst) {
+				s->recall_worst = t;
+				s->worst_layer = l;
+			}
+		}
+		s->recall_mean = k ? sum / k : NAN;
+		if (!k)
+			s->have_recall = 0;
+		if (hsq < 0 || m == hsq || !s->have_recall || S->n < 2)
+			continue;
+		double *x = malloc((size_t)S->n * sizeof *x), *y = malloc((size_t)S->n * sizeof *y);
+		if (!x || !y)
+			cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
+		for (int i = 0; i < S->n; i++) {
+			x[i] = doc_mean_recall(S, i, m);
+			y[i] = doc_mean_recall(S, i, hsq);
+		}
+		if (hsq_paired_bootstrap(x, y, (size_t)S->n, HSQ_BOOT_MEAN_DIFF, (size_t)P->o->resamples, EVAL_ALPHA,
+					 P->o->seed, &s->recall_diff) != HSQ_OK)
+			eval_die_status(HSQ_ERR_INVALID_ARG, "bootstrap of the recall");
+		s->have_recall_diff = 1;
+		free(x);
+		free(y);
+	}
+}
+
 static void summarize(const ppl_run *P, const eval_log *L, summary *S)
 {
 	const int M = P->o->c.n_methods;
 	const json_value **by_doc = malloc((size_t)P->D.n * sizeof *by_doc);
 	S->index = malloc((size_t)P->D.n * sizeof *S->index);
 	S->doc_nll = malloc((size_t)P->D.n * (size_t)M * sizeof *S->doc_nll);
+	S->n_layer = P->R->mi.n_layer;
+	S->doc_recall = malloc((size_t)P->D.n * (size_t)M * (size_t)S->n_layer * sizeof *S->doc_recall);
 	S->m = calloc((size_t)M, sizeof *S->m);
-	if (!by_doc || !S->index || !S->doc_nll || !S->m)
+	if (!by_doc || !S->index || !S->doc_nll || !S->doc_recall || !S->m)
 		cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory");
 	eval_doc_records(L, &P->D, by_doc);
 	S->n = 0;
@@ -231,13 +351,21 @@ static void summarize(const ppl_run *P, const eval_log *L, summary *S)
 			continue;
 		const json_value *ms = json_get(by_doc[d], "methods");
 		for (int m = 0; m < M; m++) {
-			const json_value *r = json_get(ms, hsq_mode_name(P->o->c.methods[m]));
+			const json_value *r = json_get(ms, eval_method_name(P->o->c.methods[m]));
 			double nll = json_get(r, "nll")->number, tok = json_get(r, "tokens")->number;
 			S->m[m].docs++;
 			S->m[m].tokens += (long)tok;
 			S->m[m].nll += nll;
 			S->m[m].fast += json_get(r, "fast_bytes")->number;
 			S->doc_nll[S->n * M + m] = nll / tok;
+			const json_value *rc = json_get(r, "recall");
+			double *dr = S->doc_recall + ((size_t)S->n * M + m) * S->n_layer;
+			for (int l = 0; l < S->n_layer; l++)
+				dr[l] = rc && rc->items[l].type == JSON_NUMBER ? rc->items[l].number : NAN;
+			if (!rc)
+				S->m[m].have_recall = -1; /* some record lacks it */
+			else if (S->m[m].have_recall == 0)
+				S->m[m].have_recall = 1;
 		}
 		S->index[S->n++] = d;
 	}
@@ -247,6 +375,7 @@ static void summarize(const ppl_run *P, const eval_log *L, summary *S)
 	S->m[0].ppl = exp(S->m[0].nll / (double)S->m[0].tokens);
 	for (int m = 0; m < M; m++)
 		summarize_method(S, m);
+	summarize_recall(P, S);
 }
 
 static const char *verdict(const method_sum *s)
@@ -264,7 +393,7 @@ static void print_table(const summary *S)
 	       tier_budget_name(o->c.tier.budget, b, sizeof b));
 	printf("%-24s", "document");
 	for (int m = 0; m < M; m++)
-		printf(" %20s", hsq_mode_name(o->c.methods[m]));
+		printf(" %20s", eval_method_name(o->c.methods[m]));
 	printf("\n");
 	for (int i = 0; i < S->n; i++) {
 		printf("%-24.24s", S->D->docs[S->index[i]].name);
@@ -277,11 +406,13 @@ static void print_table(const summary *S)
 		}
 		printf("\n");
 	}
-	printf("\n%-9s %5s %7s %9s %7s %-18s %8s %9s %5s %12s\n", "method", "docs", "tokens", "ppl", "ratio",
+	const int w = eval_method_width(&o->c);
+	printf("\n%-*s %5s %7s %9s %7s %-18s %8s %9s %5s %12s\n", w, "method", "docs", "tokens", "ppl", "ratio",
 	       "[95% bootstrap]", "upper95", "p(noninf)", "noninf", "fast MiB");
 	for (int m = 0; m < M; m++) {
 		const method_sum *s = &S->m[m];
-		printf("%-9s %5d %7ld %9.4f %7.4f", hsq_mode_name(o->c.methods[m]), s->docs, s->tokens, s->ppl, s->ratio);
+		printf("%-*s %5d %7ld %9.4f %7.4f", w, eval_method_name(o->c.methods[m]), s->docs, s->tokens, s->ppl,
+		       s->ratio);
 		if (m && s->have_noninf)
 			printf(" [%.4f, %.4f] %8.4f %9.4f %5s", s->boot.low, s->boot.high, s->noninf.upper, s->noninf.p,
 			       verdict(s));
@@ -298,18 +429,53 @@ static void print_table(const summary *S)
 	       "noninf: one-sided paired t test\non log per-document perplexity ratios, ratio < 1 + %.3g at alpha %.2f "
 	       "(upper95: its one-sided bound; needs 2 documents).\n",
 	       o->resamples, (unsigned long long)o->seed, o->margin, EVAL_ALPHA);
+	int any = 0;
+	for (int m = 0; m < M; m++)
+		any |= S->m[m].have_recall;
+	if (!any)
+		return;
+	printf("\nrouter recall on the scored tokens: the share of the attention over the full cache that L1, the fetched\n"
+	       "groups and the tail hold; mean over the layers with groups of the per-layer means over documents, and the\n"
+	       "layer with the lowest; diff: the method's mean minus hsq's, paired over documents, 95%% bootstrap.\n");
+	printf("%-*s %8s %12s %9s  %s\n", w, "method", "mean", "worst layer", "its mean", "diff vs hsq [95% bootstrap]");
+	for (int m = 0; m < M; m++) {
+		const method_sum *s = &S->m[m];
+		if (!s->have_recall)
+			continue;
+		printf("%-*s %8.4f %12d %9.4f", w, eval_method_name(o->c.methods[m]), s->recall_mean, s->worst_layer,
+		       s->recall_worst);
+		if (s->have_recall_diff)
+			printf("  %+.4f [%+.4f, %+.4f]", s->recall_diff.estimate, s->recall_diff.low, s->recall_diff.high);
+		printf("\n");
+	}
 }
 
 static void json_method(sbuf *b, const summary *S, int m)
 {
 	const method_sum *s = &S->m[m];
-	sb_printf(b, "{\"method\":\"%s\",\"documents\":%d,\"tokens\":%ld,\"ppl\":", hsq_mode_name(S->o->c.methods[m]),
+	sb_printf(b, "{\"method\":\"%s\",\"documents\":%d,\"tokens\":%ld,\"ppl\":", eval_method_name(S->o->c.methods[m]),
 		  s->docs, s->tokens);
 	sb_jnum6(b, s->ppl);
 	sb_printf(b, ",\"ratio\":");
 	sb_jnum6(b, s->ratio);
 	sb_printf(b, ",\"fast_bytes\":");
 	sb_jnum6(b, s->fast);
+	if (s->have_recall) {
+		sb_printf(b, ",\"recall\":{\"mean\":");
+		sb_jnum6(b, s->recall_mean);
+		sb_printf(b, ",\"worst_layer\":%d,\"worst\":", s->worst_layer);
+		sb_jnum6(b, s->recall_worst);
+		if (s->have_recall_diff) {
+			sb_printf(b, ",\"diff_vs_hsq\":");
+			sb_jnum6(b, s->recall_diff.estimate);
+			sb_printf(b, ",\"diff_vs_hsq_bootstrap95\":[");
+			sb_jnum6(b, s->recall_diff.low);
+			sb_putc(b, ',');
+			sb_jnum6(b, s->recall_diff.high);
+			sb_printf(b, "]");
+		}
+		sb_printf(b, "}");
+	}
 	if (m == 0) {
 		sb_printf(b, ",\"bootstrap95\":null,\"noninferiority\":null}");
 		return;
@@ -345,7 +511,7 @@ static void write_json(FILE *f, const summary *S)
 		sb_jstr(&b, S->D->docs[S->index[i]].name);
 		sb_printf(&b, ",\"ppl\":{");
 		for (int m = 0; m < M; m++) {
-			sb_printf(&b, "%s\"%s\":", m ? "," : "", hsq_mode_name(o->c.methods[m]));
+			sb_printf(&b, "%s\"%s\":", m ? "," : "", eval_method_name(o->c.methods[m]));
 			sb_jnum6(&b, exp(S->doc_nll[i * M + m]));
 		}
 		sb_printf(&b, "}}");
@@ -365,7 +531,7 @@ static void write_csv(FILE *f, const summary *S)
 	fprintf(f, "method,documents,tokens,ppl,ratio,boot_low,boot_high,noninf_upper,noninf_p,non_inferior,fast_bytes\n");
 	for (int m = 0; m < S->o->c.n_methods; m++) {
 		const method_sum *s = &S->m[m];
-		fprintf(f, "%s,%d,%ld", hsq_mode_name(S->o->c.methods[m]), s->docs, s->tokens);
+		fprintf(f, "%s,%d,%ld", eval_method_name(S->o->c.methods[m]), s->docs, s->tokens);
 		eval_csv_num(f, s->ppl);
 		eval_csv_num(f, s->ratio);
 		eval_csv_num(f, m ? s->boot.low : NAN);
@@ -385,7 +551,7 @@ static void write_svg(FILE *f, const void *user)
 	const char *labels[EVAL_MAX_METHODS];
 	double est[EVAL_MAX_METHODS], lo[EVAL_MAX_METHODS], hi[EVAL_MAX_METHODS];
 	for (int m = 1; m < M; m++) {
-		labels[m - 1] = hsq_mode_name(S->o->c.methods[m]);
+		labels[m - 1] = eval_method_name(S->o->c.methods[m]);
 		est[m - 1] = S->m[m].ratio;
 		lo[m - 1] = S->m[m].boot.low;
 		hi[m - 1] = S->m[m].boot.high;
@@ -405,7 +571,7 @@ static void write_markdown(FILE *f, const void *user)
 		   "|---|---|---|---|---|---|\n", 100 * o->margin);
 	for (int m = 0; m < M; m++) {
 		const method_sum *s = &S->m[m];
-		fprintf(f, "| %s | %.4f | %.4f |", hsq_mode_name(o->c.methods[m]), s->ppl, s->ratio);
+		fprintf(f, "| %s | %.4f | %.4f |", eval_method_name(o->c.methods[m]), s->ppl, s->ratio);
 		if (m)
 			fprintf(f, " [%.4f, %.4f] | %s", s->boot.low, s->boot.high, verdict(s));
 		else
@@ -416,7 +582,7 @@ static void write_markdown(FILE *f, const void *user)
 	}
 	fprintf(f, "\n![perplexity ratio](ppl-ratio.svg)\n\n## Per document\n\n| document |");
 	for (int m = 0; m < M; m++)
-		fprintf(f, " %s |", hsq_mode_name(o->c.methods[m]));
+		fprintf(f, " %s |", eval_method_name(o->c.methods[m]));
 	fprintf(f, "\n|---|");
 	for (int m = 0; m < M; m++)
 		fprintf(f, "---|");
@@ -515,6 +681,7 @@ static void done(void)
 {
 	free(sums.index);
 	free(sums.doc_nll);
+	free(sums.doc_recall);
 	free(sums.m);
 	free(done_docs);
 	free(state.last);

@@ -32,6 +32,20 @@ void eval_runner_init(eval_runner *R, const eval_common *c)
 	hsq_model_get_info(R->model, &R->mi);
 	for (int i = 0; i < 32; i++)
 		snprintf(R->model_id + 2 * i, 3, "%02x", R->mi.identity[i]);
+	if (c->calibration) {
+		/* the library's message names the file and the fix; a file of
+		 * another model is a model error, as hsq-prefill's is */
+		hsq_status st = hsq_calibration_load(c->calibration, R->model, &R->cal);
+		if (st) {
+			const char *detail = hsq_last_error();
+			cli_die(EVAL_PROG, cli_exit_for(st, EXIT_MODEL), "--calibration: %s",
+				*detail ? detail : hsq_strerror(st));
+		}
+		hsq_calibration_info ci;
+		hsq_calibration_get_info(R->cal, &ci);
+		for (int i = 0; i < 32; i++)
+			snprintf(R->cal_id + 2 * i, 3, "%02x", ci.sha256[i]);
+	}
 	R->tp = c->tier.params; /* the library's defaults but --residual-heads and --key-rounding */
 	R->n_obs = R->tp.obs_window;
 	eval_runner_tmpdir(R);
@@ -60,6 +74,11 @@ void eval_runner_free(eval_runner *R)
 	unlink(R->msnap);
 	rmdir(R->dir);
 	free(R->logits);
+	free(R->hidden);
+	R->hidden = NULL;
+	R->n_hidden = 0;
+	hsq_calibration_free(R->cal);
+	R->cal = NULL;
 	hsq_model_free(R->model);
 	R->model = NULL;
 }
@@ -77,8 +96,13 @@ void eval_runner_config(const eval_runner *R, sbuf *b)
 	sb_jstr(b, R->mi.name);
 	sb_printf(b, ",\"model_sha256\":\"%s\",\"methods\":[", R->model_id);
 	for (int i = 0; i < R->c->n_methods; i++)
-		sb_printf(b, "%s\"%s\"", i ? "," : "", hsq_mode_name(R->c->methods[i]));
-	sb_printf(b, "],\"budget\":\"%s\"", tier_budget_name(R->c->tier.budget, buf, sizeof buf));
+		sb_printf(b, "%s\"%s\"", i ? "," : "", eval_method_name(R->c->methods[i]));
+	sb_printf(b, "]");
+	/* only with one, so that logs from before hsq-learned still resume;
+	 * the file's hash, so that a log made with another calibration does not */
+	if (R->cal)
+		sb_printf(b, ",\"calibration_sha256\":\"%s\"", R->cal_id);
+	sb_printf(b, ",\"budget\":\"%s\"", tier_budget_name(R->c->tier.budget, buf, sizeof buf));
 	if (R->c->tier.retrieval_heads == HSQ_RETRIEVAL_DEFAULT)
 		sb_printf(b, ",\"retrieval_heads\":\"default\"");
 	else
@@ -121,9 +145,26 @@ double eval_prefill(eval_runner *R, const hsq_token *toks, size_t n, int n_ctx)
 	hsq_status st = hsq_context_new(R->model, &cp, &ctx);
 	if (st)
 		eval_die_status(st, "making a context");
+	if (R->cal && (st = hsq_context_set_calibration(ctx, R->cal)))
+		eval_die_status(st, "setting the calibration");
 	double t0 = cli_now();
 	eval_eval(R, ctx, toks, n, NULL, 0);
 	double t = cli_now() - t0;
+	/* The learned reader reads every position's hidden row, and the
+	 * snapshot does not carry them: hsq-learned's contexts, loaded from
+	 * it, get them from here (eval_open). */
+	if (R->cal) {
+		size_t E = (size_t)R->mi.n_embd;
+		float *h = realloc(R->hidden, (n ? n : 1) * E * sizeof *h);
+		if (!h)
+			cli_die(EVAL_PROG, EXIT_FAILURE_RUNTIME, "out of memory keeping the hidden states of %zu tokens "
+								 "(%.1f MiB)", n, (double)n * E * sizeof *h / 1048576.0);
+		R->hidden = h;
+		R->n_hidden = 0;
+		if (n && (st = hsq_context_hidden(ctx, 0, (int)n, h)))
+			eval_die_status(st, "keeping the hidden states");
+		R->n_hidden = (int)n;
+	}
 	/* level 1: this snapshot only carries the document between methods */
 	if ((st = hsq_snapshot_save(ctx, R->snap, HSQ_MODE_FULL, 1)))
 		eval_die_status(st, "saving the document's snapshot");
@@ -149,10 +190,19 @@ hsq_context *eval_open(eval_runner *R, hsq_snapshot_mode mode, const hsq_token *
 	hsq_status st = hsq_snapshot_load(R->model, R->snap, &cp, &ctx);
 	if (st)
 		eval_die_status(st, "loading the document's snapshot");
+	hsq_tier_params tp = R->tp;
+	if (mode == EVAL_HSQ_LEARNED) {
+		/* the document's rows before the observation tokens are
+		 * evaluated: the rows must end where the kept ones begin */
+		if ((st = hsq_context_set_calibration(ctx, R->cal)) ||
+		    (R->n_hidden && (st = hsq_context_put_hidden(ctx, 0, R->n_hidden, R->hidden))))
+			eval_die_status(st, eval_method_name(mode));
+		tp.reader = HSQ_READER_LEARNED;
+	}
 	eval_eval(R, ctx, obs, (size_t)R->n_obs, R->logits, 0);
 	double t0 = cli_now();
-	if (mode != HSQ_MODE_FULL && (st = hsq_context_compress(ctx, mode, &R->tp)))
-		eval_die_status(st, hsq_mode_name(mode));
+	if (mode != HSQ_MODE_FULL && (st = hsq_context_compress(ctx, eval_method_mode(mode), &tp)))
+		eval_die_status(st, eval_method_name(mode));
 	if (compress_s)
 		*compress_s = mode == HSQ_MODE_FULL ? 0 : cli_now() - t0;
 	set_budget(R, ctx);
@@ -165,7 +215,7 @@ hsq_context *eval_load(eval_runner *R, const char *path, int n_ctx, hsq_snapshot
 	hsq_context *ctx;
 	hsq_status st = hsq_snapshot_load(R->model, path, &cp, &ctx);
 	if (st)
-		eval_die_status(st, hsq_mode_name(mode));
+		eval_die_status(st, eval_method_name(mode));
 	set_budget(R, ctx);
 	return ctx;
 }

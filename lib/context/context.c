@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "context/context.h"
 #include "kv/tiers.h"
+#include "learn/calibration.h"
 
 hsq_context_params hsq_context_default_params(void)
 {
@@ -43,6 +44,7 @@ void hsq_context_free(hsq_context *ctx)
 	free(ctx->v_cache);
 	free(ctx->kv_cap);
 	free(ctx->obs_q);
+	free(ctx->hidden);
 	tiers_free(ctx->tiers);
 	free(ctx->tokens);
 	free(ctx->pos);
@@ -207,6 +209,8 @@ static void forward_chunk(hsq_context *ctx, const hsq_token *tokens, int n)
 		if (L->post_ffn_norm)
 			o->rmsnorm(be, ctx->proj, L->post_ffn_norm, n, (int)E, mi->rms_eps, ctx->proj);
 		o->add(be, ctx->x, ctx->proj, (size_t)n * E);
+		if (ctx->hidden && l == ctx->hidden_layer)
+			o->download(be, ctx->hidden + (size_t)ctx->n_past * E, ctx->x, (size_t)n * E);
 	}
 	o->rmsnorm(be, ctx->x, m->out_norm, n, (int)E, mi->rms_eps, ctx->xb);
 }
@@ -238,6 +242,10 @@ kv_view context_kv_view(const hsq_context *ctx)
 			  .tokens = ctx->tokens,
 			  .obs_q = ctx->obs_q,
 			  .obs_from = ctx->obs_from,
+			  .reader = ctx->calibration ? &ctx->calibration->reader : NULL,
+			  .hidden = ctx->calibration ? ctx->hidden : NULL,
+			  .hidden_from = ctx->hidden_from,
+			  .calibration_sha256 = ctx->calibration ? ctx->calibration->info.sha256 : NULL,
 			  .pool = ctx->backend->ops->host_pool(ctx->backend),
 			  .read = kv_view_read,
 			  .owner = ctx };

@@ -40,6 +40,13 @@ struct hsq_context {
 	 * positions from obs_from on were evaluated here (the reader's input). */
 	float *obs_q;
 	int obs_from;
+	/* The residual stream after layer hidden_layer of every position from
+	 * hidden_from on: hidden[p * n_embd], n_ctx rows (host), NULL when
+	 * none is kept (hsq_context_keep_hidden; the learned reader's input). */
+	float *hidden;
+	int hidden_layer;
+	int hidden_from;
+	const hsq_calibration *calibration; /* the learned parts, or NULL (not owned) */
 	/* Compressed KV (NULL: full mode). has_full_kv = 0 when the context was
 	 * loaded from a tiered snapshot and holds no full cache. */
 	struct hsq_tiers *tiers;

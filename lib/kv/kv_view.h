@@ -6,6 +6,7 @@
 
 #include "common/threadpool.h"
 #include "hsq.h"
+#include "learn/reader_net.h"
 
 typedef struct kv_view {
 	int n_tokens;            /* positions 0..n_tokens-1 are filled */
@@ -16,6 +17,13 @@ typedef struct kv_view {
 	 * positions from obs_from on have theirs (the reader's input). */
 	const float *obs_q;
 	int obs_from;
+	/* The learned reader and its input: the residual stream after layer
+	 * reader->tap_layer, hidden[p * n_embd] for positions from hidden_from
+	 * on (NULL, NULL when the owner has no calibration). */
+	const reader_net *reader;
+	const float *hidden;
+	int hidden_from;
+	const uint8_t *calibration_sha256; /* [32] the calibration holding the reader */
 	hsq_pool *pool;          /* host threads the build runs on */
 	/* Copies K (which = 0) or V (1) of layer l for positions p0..p0+n-1 to
 	 * host rows [n][n_head_kv * head_dim] (K after RoPE); positions a

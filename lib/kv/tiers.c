@@ -57,7 +57,10 @@ hsq_status hsq_mode_parse(const char *name, hsq_snapshot_mode *out)
 
 const char *hsq_reader_name(hsq_reader_kind kind)
 {
-	return kind == HSQ_READER_OBS_ATTENTION ? "obs-attention" : kind == HSQ_READER_KEY_NORM ? "key-norm" : "unknown";
+	return kind == HSQ_READER_OBS_ATTENTION ? "obs-attention"
+	       : kind == HSQ_READER_KEY_NORM  ? "key-norm"
+	       : kind == HSQ_READER_LEARNED   ? "learned"
+					      : "unknown";
 }
 
 const char *hsq_compressor_name(hsq_compressor_kind kind)
@@ -169,8 +172,9 @@ static hsq_status check_params(const hsq_tier_params *p)
 	if (p->obs_window < 1 || p->obs_window > HSQ_OBS_MAX)
 		return hsq_fail(HSQ_ERR_INVALID_ARG, "observation window %d is out of range; use 1..%d", p->obs_window,
 				HSQ_OBS_MAX);
-	if (p->reader != HSQ_READER_OBS_ATTENTION && p->reader != HSQ_READER_KEY_NORM)
-		return hsq_fail(HSQ_ERR_INVALID_ARG, "unknown reader %d; use obs-attention or key-norm", (int)p->reader);
+	if (p->reader != HSQ_READER_OBS_ATTENTION && p->reader != HSQ_READER_KEY_NORM && p->reader != HSQ_READER_LEARNED)
+		return hsq_fail(HSQ_ERR_INVALID_ARG, "unknown reader %d; use obs-attention, key-norm or learned",
+				(int)p->reader);
 	if (p->compressor != HSQ_COMPRESSOR_MEAN && p->compressor != HSQ_COMPRESSOR_OBS_WEIGHTED)
 		return hsq_fail(HSQ_ERR_INVALID_ARG, "unknown compressor %d; use mean or obs-weighted",
 				(int)p->compressor);
@@ -878,7 +882,7 @@ static hsq_status encode_summary(const struct hsq_tiers *t, const tier_head *h, 
  * p - 1 with p older than the recent window, the attention share on all
  * such p; the mean over the queries that have one (0 when none has). */
 static void reader_scores(const kv_view *kv, const struct hsq_tiers *t, int layer, int g, const float *k_rope,
-			  const float *k_pre, int n, float *mass, float *tmp, float *induction)
+			  const float *k_pre, int n, const float *learned, float *mass, float *tmp, float *induction)
 {
 	int hd = t->head_dim, H = t->n_head_kv, G = t->n_head / H;
 	size_t kvw = (size_t)H * hd;
@@ -927,6 +931,65 @@ static void reader_scores(const kv_view *kv, const struct hsq_tiers *t, int laye
 		}
 	}
 	*induction = n_copy ? (float)(copied / n_copy) : 0.0f;
+	if (learned) { /* the induction score stays the observation queries' */
+		int n_out = kv->reader->n_out, j = layer * t->n_head_kv + g;
+		if (kv->reader->prior_obs) /* the network corrects obs-attention's guess */
+			reader_obs_prior(mass, n, t->params.sinks, n - t->params.window, tmp);
+		else
+			memset(tmp, 0, (size_t)n * sizeof *tmp);
+		double mx = -INFINITY, sum = 0.0;
+		for (int p = 0; p < n; p++) {
+			tmp[p] += learned[(size_t)p * n_out + j];
+			mx = tmp[p] > mx ? tmp[p] : mx;
+		}
+		for (int p = 0; p < n; p++)
+			sum += tmp[p] = (float)exp(tmp[p] - mx);
+		for (int p = 0; p < n; p++)
+			mass[p] = (float)(tmp[p] / sum);
+	}
+}
+
+/* The learned reader's scores of positions 0..n-1: out[p * n_out + j],
+ * j = layer * n_head_kv + g, in blocks of rows on the build's threads. */
+#define LEARNED_BLOCK 256
+typedef struct learned_job {
+	const kv_view *kv;
+	int n;
+	float *rows;    /* [threads][LEARNED_BLOCK][n_in] */
+	float *scratch; /* [threads][n_hidden] */
+	float *out;
+} learned_job;
+
+static void learned_block(void *arg, int b, int thread)
+{
+	const learned_job *J = arg;
+	const reader_net *r = J->kv->reader;
+	int p0 = b * LEARNED_BLOCK, m = J->n - p0 < LEARNED_BLOCK ? J->n - p0 : LEARNED_BLOCK;
+	float *rows = J->rows + (size_t)thread * LEARNED_BLOCK * r->n_in;
+	for (int i = 0; i < m; i++)
+		reader_features(J->kv->hidden + (size_t)(p0 + i) * r->n_embd, r->n_embd, p0 + i, J->n,
+				rows + (size_t)i * r->n_in);
+	reader_forward(r, rows, m, J->scratch + (size_t)thread * r->n_hidden, J->out + (size_t)p0 * r->n_out);
+}
+
+static hsq_status learned_scores(const kv_view *kv, int n, float **out)
+{
+	hsq_status st = HSQ_OK;
+	const reader_net *r = kv->reader;
+	int T = pool_threads(kv->pool);
+	learned_job J = { kv, n, malloc((size_t)T * LEARNED_BLOCK * r->n_in * sizeof(float)),
+			  malloc((size_t)T * r->n_hidden * sizeof(float)), malloc((size_t)n * r->n_out * sizeof(float)) };
+	if (!J.rows || !J.scratch || !J.out) {
+		st = hsq_fail(HSQ_ERR_NOMEM, "out of memory for the learned reader's scores of %d tokens", n);
+		free(J.out);
+		J.out = NULL;
+	} else {
+		pool_run(kv->pool, (n + LEARNED_BLOCK - 1) / LEARNED_BLOCK, learned_block, &J);
+	}
+	free(J.rows);
+	free(J.scratch);
+	*out = J.out;
+	return st;
 }
 
 typedef struct ranked {
@@ -995,7 +1058,7 @@ hsq_status tiers_build(const kv_view *kv, struct hsq_tiers *t)
 	const hsq_tier_params *p = &t->params;
 	int n = kv->n_tokens, hd = t->head_dim, H = t->n_head_kv;
 	size_t kvw = (size_t)H * hd;
-	float *k_rope = NULL, *k_pre = NULL, *v = NULL, *mass = NULL, *tmp = NULL, *bmass = NULL;
+	float *k_rope = NULL, *k_pre = NULL, *v = NULL, *mass = NULL, *tmp = NULL, *bmass = NULL, *learned = NULL;
 	int32_t *order = NULL, *idx = NULL, *pos = NULL, *rest = NULL, *border = NULL;
 	uint8_t *sel = NULL, *codes = NULL, *split = NULL;
 	ranked *rk = NULL;
@@ -1006,12 +1069,26 @@ hsq_status tiers_build(const kv_view *kv, struct hsq_tiers *t)
 
 	if ((st = tiers_rope_reserve(t, kv->n_ctx)))
 		return st;
-	int needs_obs = (t->mode == HSQ_MODE_HSQ || t->mode == HSQ_MODE_SNAPKV) && p->reader == HSQ_READER_OBS_ATTENTION;
+	int reads = t->mode == HSQ_MODE_HSQ || t->mode == HSQ_MODE_SNAPKV;
+	int needs_obs = reads && p->reader != HSQ_READER_KEY_NORM;
 	int n_obs = p->obs_window < n ? p->obs_window : n;
 	if (needs_obs && n > 0 && kv->obs_from > n - n_obs)
 		return hsq_fail(HSQ_ERR_INVALID_ARG,
-				"the obs-attention reader needs the queries of the last %d positions, but only positions from %d on were evaluated in this context (one loaded from a snapshot has none); evaluate the last %d tokens here before compressing, or use the key-norm reader",
-				n_obs, kv->obs_from, n_obs);
+				"the %s reader needs the queries of the last %d positions, but only positions from %d on were evaluated in this context (one loaded from a snapshot has none); evaluate the last %d tokens here before compressing, or use the key-norm reader",
+				hsq_reader_name(p->reader), n_obs, kv->obs_from, n_obs);
+	if (reads && p->reader == HSQ_READER_LEARNED) {
+		if (!kv->reader)
+			return hsq_fail(HSQ_ERR_INVALID_ARG,
+					"the learned reader needs a calibration; give the context one before evaluating the document");
+		if (n > 0 && (!kv->hidden || kv->hidden_from > 0))
+			return hsq_fail(HSQ_ERR_INVALID_ARG,
+					"the learned reader needs the hidden states of every position, but only positions from %d on were evaluated with the calibration set; set it before evaluating the document",
+					kv->hidden ? kv->hidden_from : n);
+		if (n > 0 && (st = learned_scores(kv, n, &learned)))
+			return st;
+		memcpy(t->calibration_sha256, kv->calibration_sha256, sizeof t->calibration_sha256);
+		t->has_calibration = 1;
+	}
 
 	size_t rows = (size_t)(n > 0 ? n : 1);
 	k_rope = malloc(rows * kvw * sizeof *k_rope);
@@ -1087,14 +1164,14 @@ hsq_status tiers_build(const kv_view *kv, struct hsq_tiers *t)
 				window = window < keep - sinks ? window : keep - sinks;
 				flagged = keep - sinks - window;
 				float unused;
-				reader_scores(kv, t, l, g, k_rope, k_pre, n, mass, tmp, &unused);
+				reader_scores(kv, t, l, g, k_rope, k_pre, n, learned, mass, tmp, &unused);
 				score = mass;
 				break;
 			}
 			default: { /* hsq */
 				int fixed = sinks + window < n ? sinks + window : n;
 				flagged = (int)(p->l1_fraction * (n - fixed));
-				reader_scores(kv, t, l, g, k_rope, k_pre, n, mass, tmp, &h->induction);
+				reader_scores(kv, t, l, g, k_rope, k_pre, n, learned, mass, tmp, &h->induction);
 				score = mass;
 			}
 			}
@@ -1159,6 +1236,7 @@ hsq_status tiers_build(const kv_view *kv, struct hsq_tiers *t)
 	if (!(st = tiers_pq_fit_all(t, kv->pool)) && !(st = tiers_pick_retrieval(t)))
 		st = tiers_build_residuals(kv, t);
 done:
+	free(learned);
 	free(kr_buf);
 	free(k_rope);
 	free(k_pre);

@@ -139,6 +139,8 @@ struct hsq_tiers {
 	hsq_trace_fn trace;
 	void *trace_user;
 	int probe;                   /* 1: measure router recall against the full cache */
+	int has_calibration;         /* 1: built with a calibration's learned reader */
+	uint8_t calibration_sha256[32]; /* that calibration file's SHA-256 */
 	/* What one attend call reports per task (token x KV head), sized by
 	 * tiers_reserve_chunk for a chunk of n tokens. */
 	int32_t *trace_buf;          /* [n * n_head_kv][max groups] groups fetched */

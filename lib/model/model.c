@@ -416,3 +416,8 @@ hsq_status hsq_default_model_path(char *buf, size_t cap)
 			"no model given and the default model is not installed (looked in %s); run 'make model' "
 			"or set HSQ_MODEL", cand[n > 1 ? 1 : 0]);
 }
+
+int hsq_model_layer_window(const hsq_model *m, int layer)
+{
+	return layer >= 0 && layer < m->info.n_layer ? m->layers[layer].window : -1;
+}

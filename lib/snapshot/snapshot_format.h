@@ -16,10 +16,11 @@
 #define SNAP_MAGIC_LEN 8
 
 #define SNAP_VERSION_MAJOR 1 /* readers refuse any other major version */
-#define SNAP_VERSION_MINOR 5 /* readers accept any minor of their major; 1.1 adds the tier modes,
+#define SNAP_VERSION_MINOR 6 /* readers accept any minor of their major; 1.1 adds the tier modes,
                               * 1.2 the optional section router.heads, 1.3 the
                               * section centres (required bit set), 1.4 the optional
-                              * section keys.residual, 1.5 the tiers' key_rounding */
+                              * section keys.residual, 1.5 the tiers' key_rounding, 1.6 the
+                              * tiers' calibration */
 
 /* ----------------------------------------------------------- header */
 #define SNAP_HEADER_SIZE 256 /* bytes written by this version; readers accept >= */

@@ -146,7 +146,7 @@ hsq_status hsq_snapshot_read_tiers(const char *path, hsq_tier_map **out)
 	map->head_dim = (int)m->head_dim;
 	map->n_tokens = (int)m->n_tokens;
 	if ((st = tiers_read_config(path, b[0].data, b[0].size, map->n_layer, map->n_head_kv, map->head_dim, &map->mode,
-				    &map->params)))
+				    &map->params, map->calibration_sha256)))
 		goto done;
 	snap_copy_printable(map->reader, sizeof map->reader, b[0].data + TC_READER_NAME, 32);
 	snap_copy_printable(map->compressor, sizeof map->compressor, b[0].data + TC_COMPRESSOR_NAME, 32);

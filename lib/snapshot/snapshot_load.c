@@ -133,8 +133,9 @@ static hsq_status load_tiers(snap_reader *r, const hsq_model *model, const hsq_c
 	}
 	hsq_snapshot_mode mode;
 	hsq_tier_params tp;
+	uint8_t calibration[32];
 	if ((st = tiers_read_config(r->path, blobs[0].data, blobs[0].size, mi->n_layer, mi->n_head_kv, mi->head_dim,
-				    &mode, &tp)))
+				    &mode, &tp, calibration)))
 		goto done;
 	if (mode != (hsq_snapshot_mode)r->mode) {
 		st = hsq_fail(HSQ_ERR_FORMAT, "%s: section 'tiers' says mode %u but the header says %u; the file is damaged",
@@ -159,6 +160,9 @@ static hsq_status load_tiers(snap_reader *r, const hsq_model *model, const hsq_c
 	    (st = tiers_deserialize(t, r->path, blobs, (int)r->meta.n_tokens)) ||
 	    (st = tiers_pq_fit_all(t, pool))) /* the router codes, derived from L3 */
 		goto done;
+	for (int i = 0; i < 32; i++)
+		t->has_calibration |= calibration[i] != 0;
+	memcpy(t->calibration_sha256, calibration, sizeof calibration);
 	ctx->tiers = t;
 	t = NULL;
 	if (r->meta.n_tokens)

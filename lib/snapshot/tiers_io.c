@@ -118,6 +118,8 @@ hsq_status tiers_serialize(const struct hsq_tiers *t, int zstd_level, tier_blob 
 	put_name(c + TC_READER_NAME, hsq_reader_name(p->reader));
 	put_name(c + TC_COMPRESSOR_NAME, hsq_compressor_name(p->compressor));
 	put_u32(c + TC_KEY_ROUNDING, (uint32_t)p->key_rounding);
+	if (t->has_calibration)
+		memcpy(c + TC_CALIBRATION, t->calibration_sha256, 32);
 
 	/* l1 and l2: table of 16-byte entries, then one aligned block per head */
 	uint64_t s1 = align64((uint64_t)n_heads * 16), s2 = s1;
@@ -236,7 +238,7 @@ fail:
 }
 
 hsq_status tiers_read_config(const char *path, const uint8_t *c, uint64_t size, int n_layer, int n_head_kv,
-			     int head_dim, hsq_snapshot_mode *mode, hsq_tier_params *p)
+			     int head_dim, hsq_snapshot_mode *mode, hsq_tier_params *p, uint8_t calibration[32])
 {
 	if (size < TIER_CFG_SIZE)
 		return hsq_fail(HSQ_ERR_FORMAT, "%s: section 'tiers' is %llu bytes, shorter than %d; the file is damaged",
@@ -261,6 +263,7 @@ hsq_status tiers_read_config(const char *path, const uint8_t *c, uint64_t size, 
 				"%s: the tiers' keys were rounded by method %u, which this hsq %s does not know; upgrade hsq",
 				path, rounding, hsq_version());
 	p->key_rounding = (hsq_key_rounding)rounding;
+	memcpy(calibration, c + TC_CALIBRATION, 32); /* reserved and 0 before format 1.6 */
 	if (get_u32(c + TC_CODEC) != HSQ_CODEC_TQ || get_u32(c + TC_BITS_L1L3) != 4 || get_u32(c + TC_BITS_L2) != 3)
 		return hsq_fail(HSQ_ERR_UNSUPPORTED,
 				"%s: tiers use codec %u at %u/%u bits, which this hsq %s does not read (tq at 4/3); upgrade hsq",

@@ -56,7 +56,9 @@ typedef struct tier_blob {
 #define TC_READER_NAME 80       /* char[32], NUL-padded */
 #define TC_COMPRESSOR_NAME 112  /* char[32], NUL-padded */
 #define TC_KEY_ROUNDING 144     /* u32, hsq_key_rounding (format 1.5; 0 = nearest before) */
-/* 148..255 reserved, 0 */
+#define TC_CALIBRATION 148      /* u8[32], SHA-256 of the calibration file whose learned
+				 * reader built the tiers; zeros: none (format 1.6) */
+/* 180..255 reserved, 0 */
 
 /* One (layer, head) row of the l1, l2 and l3.index tables, checked:
  * counts within n_tokens, every block inside its section, the frame's
@@ -119,7 +121,8 @@ hsq_status tiers_serialize(const struct hsq_tiers *t, int zstd_level, tier_blob 
 void tier_blobs_free(tier_blob *blobs);
 /* Reads mode and parameters from section "tiers", checking the shape. */
 hsq_status tiers_read_config(const char *path, const uint8_t *cfg, uint64_t size, int n_layer, int n_head_kv,
-			     int head_dim, hsq_snapshot_mode *mode, hsq_tier_params *params);
+			     int head_dim, hsq_snapshot_mode *mode, hsq_tier_params *params,
+			     uint8_t calibration[32]);
 /* Fills an empty t (made by tiers_new with that mode and parameters);
  * the caller then fits the router codes (tiers_pq_fit_all). */
 hsq_status tiers_deserialize(struct hsq_tiers *t, const char *path, const tier_blob *blobs, int n_tokens);

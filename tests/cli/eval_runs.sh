@@ -10,7 +10,9 @@
 # stopped by a signal ends the run (exit 1) with its finished trials kept;
 # --summarize prints a log's summary without running or touching it, and
 # bench/needle-grid-report.sh summarizes rows of one grid, one length to a
-# log, as one grid with a row per length.
+# log, as one grid with a row per length; hsq-learned (hsq with the learned
+# reader of --calibration) runs beside hsq on the same tokens, with and
+# without --jobs, and a log made with another calibration is refused.
 #
 # The texts are written here, so nothing depends on ../shared. Runs
 # standalone too (bash tests/cli/eval_runs.sh): HSQ_BIN defaults to the
@@ -64,10 +66,15 @@ run "$E" bench; expect "bench without --text exits 2" 2 "needs --text"
 run "$E" bench --text t.txt --json x --csv x; expect "--json and --csv on one file exit 2" 2 "same file"
 run "$E" bench --text t.txt --jobs 2; expect "bench has no --jobs (exit 2)" 2 "jobs"
 run "$E" needle --haystack h.txt --jobs 0; expect "--jobs 0 exits 2" 2 "--jobs"
+run "$E" ppl --methods hsq,hsq-learned a.txt
+expect "hsq-learned without --calibration exits 2" 2 "lists hsq-learned, which needs a calibration: pass --calibration FILE"
+run "$E" ppl --calibration c.hsqc a.txt
+expect "--calibration without hsq-learned exits 2" 2 "--calibration is read by the method hsq-learned alone: add it to --methods"
+run "$E" ppl --methods hsq-learned --calibration '' a.txt; expect "an empty --calibration exits 2" 2 "--calibration needs a non-empty path"
 for s in needle ppl agree bench; do
 	run "$E" $s --help; expect "$s --help exits 0" 0 ""
 	expect_out "$s --help shows its usage line" "^usage: hsq-eval $s \[options\]"
-	for o in --methods --budget --retrieval-heads --json --csv --report --log --resume --force --summarize --quiet --model --threads; do
+	for o in --methods --calibration --budget --retrieval-heads --json --csv --report --log --resume --force --summarize --quiet --model --threads; do
 		printf '%s' "$out" | grep -q -- "$o" || fail "$s --help does not list $o"
 	done
 	[ $s = bench ] || printf '%s' "$out" | grep -q -- --jobs || fail "$s --help does not list --jobs"
@@ -391,6 +398,46 @@ run "$R" ppl -m "$M" -t 1 --jobs 2 --context 256 --continuation 64 --methods ful
 	doc1.txt doc2.txt short.txt
 expect "a ppl run with --jobs 2 exits 0" 0 ""
 [ "$out" = "$(cat p1.out)" ] && ok "ppl --jobs 2 prints the one-process table" || fail "ppl tables differ" "$(printf '%s\n' "$out" | diff - p1.out)"
+
+# --- hsq-learned: a tiny calibration made here, then hsq and hsq-learned paired
+# on the same tokens (under ASan: the hidden rows of the prefill are kept in
+# the runner and handed to each hsq-learned context)
+CAL="$HSQ_BIN/hsq-calibrate"
+case $HSQ_BIN in */san/bin) [ -x "${HSQ_BIN%/san/bin}/bin/hsq-calibrate" ] && CAL="${HSQ_BIN%/san/bin}/bin/hsq-calibrate" ;; esac
+for i in 1 2 3 4; do cat "$root/share/sample-document.txt"; done >cal.txt
+CALIBRATE="-m $M --context 256 --continuation 16 --max-docs 4 --holdout 0.25 --epochs 2 --hidden 8 -q"
+run "$CAL" $CALIBRATE -o "$TMP/c.hsqc" cal.txt; expect "hsq-calibrate makes a tiny calibration" 0 ""
+run "$CAL" $CALIBRATE --seed 2 -o "$TMP/c2.hsqc" cal.txt; expect "and another, of another seed" 0 ""
+LEARNED="ppl -m $M -t 2 --context 256 --continuation 16 --methods hsq,hsq-learned doc1.txt doc2.txt"
+run "$E" $LEARNED --calibration "$TMP/c.hsqc" --log pl.jsonl --json pl.json
+expect "a ppl run with hsq-learned exits 0" 0 ""
+cp "$TMP/out" pl.out
+expect_out "ppl has a row for hsq-learned" "^hsq-learned +2 +32 +[0-9.]+ +[0-9.]+ \[[0-9.]+, [0-9.]+\] "
+expect_out "the method column fits hsq-learned" "^method       docs "
+if [ "$have_py" -eq 1 ]; then
+	run python3 -c '
+import hashlib, json, sys
+doc = json.load(open("pl.json"))
+assert [m["method"] for m in doc["methods"]] == ["full", "hsq", "hsq-learned"], doc["methods"]
+head = json.loads(open("pl.jsonl").readline())["config"]
+assert head["methods"] == ["full", "hsq", "hsq-learned"], head
+assert head["calibration_sha256"] == hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest(), head
+for line in open("pl.jsonl").readlines()[1:]:
+    assert "hsq-learned" in json.loads(line)["methods"], line
+' "$TMP/c.hsqc"
+	expect "hsq-learned in the JSON, the calibration's SHA-256 in the log" 0 ""
+fi
+run "$E" $LEARNED --jobs 2 -t 1 --calibration "$TMP/c.hsqc" --log plj.jsonl -q
+expect "hsq-learned with --jobs 2 exits 0" 0 ""
+[ "$out" = "$(cat pl.out)" ] && ok "hsq-learned --jobs 2 prints the one-process table" ||
+	fail "tables differ" "$(printf '%s\n' "$out" | diff - pl.out)"
+run "$E" $LEARNED --calibration "$TMP/c2.hsqc" --log pl.jsonl --resume
+expect "--resume with another calibration exits 2" 2 "another configuration \(calibration_sha256 is \"[0-9a-f]{64}\" here"
+run "$E" $LEARNED --calibration "$TMP/c.hsqc" --log pl.jsonl --resume -q
+expect "--resume with the same calibration exits 0" 0 ""
+[ "$out" = "$(cat pl.out)" ] && ok "and prints the run's table" || fail "tables differ" "$(printf '%s\n' "$out" | diff - pl.out)"
+run "$E" ppl -m "$M" --methods hsq-learned --calibration doc1.txt --log px.jsonl doc1.txt
+expect "a file that is not a calibration exits 3" 3 "--calibration: .*doc1.txt: not an hsq calibration file"
 
 # --- agree
 run "$R" agree -m "$M" -t 2 --context 256 --generate 16 --methods full,hsq,snapkv --log a1.jsonl --csv ag.csv \

@@ -72,7 +72,7 @@ if have_model; then
 
 	run "$I" "$S"; expect "inspect succeeds" 0 ""
 	[ -z "$err" ] && ok "inspect is quiet on stderr" || fail "stderr: $err"
-	expect_out "shows the format version" "hsq snapshot 1\.5"
+	expect_out "shows the format version" "hsq snapshot 1\.6"
 	expect_out "shows the mode" "mode: +full"
 	expect_out "shows the architecture" "model: +llama"
 	expect_out "shows an identity prefix" "identity: +[0-9a-f]{16}"
@@ -95,7 +95,7 @@ if have_model; then
 		if python3 - "$TMP/out.json" "$size" "$n_tok" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
-assert j["version"] == "1.5" and j["mode"] == "full", j
+assert j["version"] == "1.6" and j["mode"] == "full", j
 assert j["file_size"] == int(sys.argv[2]), j["file_size"]
 assert j["n_tokens"] == int(sys.argv[3]), j["n_tokens"]
 assert j["model"]["architecture"] == "llama" and len(j["model"]["identity"]) == 64

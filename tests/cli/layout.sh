@@ -1,7 +1,8 @@
 #!/bin/sh
 # layout.sh - the architecture as the tree states it, checked:
 #  1. no file in lib/ includes a header of a higher layer (the order is
-#     LIB_LAYERS in the Makefile, then eval); hsq_eval.h only in lib/eval;
+#     LIB_LAYERS in the Makefile, then the wings eval and train);
+#     hsq_eval.h only in lib/eval, hsq_train.h only in lib/train;
 #  2. the tools (cmd/) include only the public headers and their own;
 #  3. libhsq.so exports exactly the functions the installed headers
 #     declare with HSQ_API, every one of them named hsq_*;
@@ -13,7 +14,7 @@ cd "$root" || exit 1
 
 layers=$(sed -n 's/^LIB_LAYERS *= *//p' Makefile)
 [ -n "$layers" ] || fail "Makefile names LIB_LAYERS" "no LIB_LAYERS line"
-layers="$layers eval"
+layers="$layers eval train"
 
 # layer_of DIR: the position of DIR (a folder under lib/) in the order, or
 # nothing when the folder is not a layer.
@@ -41,6 +42,10 @@ $f: lib/$dir is not a layer (add it to LIB_LAYERS in the Makefile)"
 		hsq_eval.h)
 			[ "$dir" = eval ] || bad="$bad
 $f: includes hsq_eval.h (the evaluation wing) from the runtime"
+			continue ;;
+		hsq_train.h)
+			[ "$dir" = train ] || bad="$bad
+$f: includes hsq_train.h (the training wing) from the runtime"
 			continue ;;
 		esac
 		if [ ! -f "lib/$inc" ]; then

@@ -87,7 +87,7 @@ bad=$(grep -v '^#' "$T" | grep -Evc "^[0-9]+$TAB[0-9]+$TAB[0-9]+$TAB([0-9]+(,[0-
 # --- the tier report
 run "$I" "$S"; expect "inspect of an hsq snapshot succeeds" 0 ""
 [ -z "$err" ] && ok "inspect is quiet on stderr" || fail "stderr: $err"
-expect_out "shows the format version" "hsq snapshot 1\.5"
+expect_out "shows the format version" "hsq snapshot 1\.6"
 expect_out "shows the mode" "mode: +hsq"
 expect_out "shows the reader and compressor" "tiers: +reader obs-attention, compressor obs-weighted"
 expect_out "shows the tier parameters" "params: +sinks 4, window 64, l1-fraction 0\.03, group-size 16, medium-fraction 0\.25"
@@ -114,7 +114,7 @@ if [ "$have_py" -eq 1 ]; then
 	if python3 - "$TMP/tiers.json" "$size" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
-assert j["mode"] == "hsq" and j["version"] == "1.5" and j["verified"] is True, j["mode"]
+assert j["mode"] == "hsq" and j["version"] == "1.6" and j["verified"] is True, j["mode"]
 assert [s["name"] for s in j["sections"]] == ["meta", "tokens", "tiers", "l1", "l2", "l3.index", "l3", "router.heads", "centres", "keys.residual"]
 assert all(s["checksum"] == "ok" for s in j["sections"])
 t = j["tiers"]

@@ -25,3 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 ${CC:-cc} -Iinclude tests/fuzz/gen_calib.c build/libhsq.a -lzstd -lpcre2-8 -lutf8proc -lm -lpthread -o "$tmp/gen_calib"
 "$tmp/gen_calib" $c/calib
 chmod 644 $c/calib/*
+mkdir -p $c/hsqc
+${CC:-cc} -Iinclude -Ilib tests/fuzz/gen_hsqc.c build/libhsq-train.a build/libhsq.a -lzstd -lpcre2-8 -lutf8proc -lm -lpthread -o "$tmp/gen_hsqc"
+"$tmp/gen_hsqc" $c/hsqc
+chmod 644 $c/hsqc/*

@@ -82,7 +82,7 @@ MAN_PAGES = $(wildcard man/*.[157])
 # include/hsq_eval.h belongs to libhsq-eval.a, which is not installed.
 PUBLIC_HEADERS = include/hsq.h include/hsq_codec.h
 
-.PHONY: all check unit cli demo model gemma test-models deps bench bench-codecs completions install uninstall clean distclean fuzz fuzz-build fuzz-smoke
+.PHONY: all check unit cli demo model gemma test-models deps bench bench-codecs calibrate completions install uninstall clean distclean fuzz fuzz-build fuzz-smoke
 
 all: $(BUILD)/libhsq.a $(BUILD)/libhsq.so $(BUILD)/libhsq-eval.a $(BUILD)/libhsq-train.a $(BINS) $(BUILD)/hsq.pc
 
@@ -206,6 +206,12 @@ demo: model
 # configurations on the same tokens, with ratios (bench/run.sh).
 bench: all $(BUILD)/bench/bench_runtime $(BUILD)/bench/roofline
 	BUILD_BENCH=$(BUILD)/bench sh bench/run.sh $(BUILD)/bin '$(MODEL)' '$(GEMMA)'
+
+# The calibrations the project ships (share/calibrations/): hsq-calibrate
+# for the default model and gemma-3-270m on the calibration texts of
+# ../shared/corpora (scripts/calibrate.sh).
+calibrate: all
+	sh scripts/calibrate.sh $(BUILD)/bin '$(MODEL)' '$(GEMMA)'
 
 # ------------------------------------------------------------------ fuzz
 # libFuzzer harnesses (tests/fuzz/*.c) for the readers of hostile input:

@@ -54,7 +54,7 @@ static const cli_option options[] = {
 	{ "prior", 0, "NAME", "obs (default: the network corrects the obs-attention reader's guess) or none", OPT_PRIOR },
 	{ "context", 0, "N", "tokens of context in a training document (default 1024)", OPT_CONTEXT },
 	{ "continuation", 0, "N", "tokens after it whose queries give the labels (default 64)", OPT_CONTINUATION },
-	{ "max-docs", 0, "N", "most documents cut from the texts, spread over them (default 96)", OPT_MAX_DOCS },
+	{ "max-docs", 0, "N", "most documents cut from the texts, spread over them (default 128)", OPT_MAX_DOCS },
 	{ "holdout", 0, "F", "share of the documents held out for validation, 0..0.5 (default 0.125)", OPT_HOLDOUT },
 	{ "epochs", 0, "N", "passes over the training documents (default 40)", OPT_EPOCHS },
 	{ "batch", 0, "N", "documents per AdamW step (default 4)", OPT_BATCH },
@@ -306,7 +306,7 @@ int main(int argc, char **argv)
 {
 	const char *model_arg = NULL, *out_path = NULL, *json_path = NULL;
 	int quiet = 0;
-	calib_options o = { .layer = -1, .hidden = 64, .prior_obs = 1, .context = 1024, .continuation = 64, .max_docs = 96,
+	calib_options o = { .layer = -1, .hidden = 64, .prior_obs = 1, .context = 1024, .continuation = 64, .max_docs = 128,
 			    .epochs = 40, .batch = 4, .threads = 0, .holdout = 0.125, .lr = 1e-3, .seed = 1 };
 	cli_stdout_checked();
 	cli_parser p;

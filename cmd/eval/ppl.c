@@ -177,7 +177,8 @@ static int check_record(const json_value *rec, void *user, char *err, size_t cap
 				 eval_method_name(P->o->c.methods[m]), nll);
 			return 0;
 		}
-		/* "recall" of an hsq method: one share a layer, null for a layer
+		/* "recall" of an hsq method: one share a layer (sums of float
+		 * probabilities: up to 1.001), null for a layer
 		 * without groups; logs written before it have none */
 		const json_value *rc = json_get(r, "recall");
 		if (rc && (rc->type != JSON_ARRAY || rc->n != (size_t)P->R->mi.n_layer)) {
@@ -187,7 +188,7 @@ static int check_record(const json_value *rec, void *user, char *err, size_t cap
 		}
 		for (size_t l = 0; rc && l < rc->n; l++)
 			if (rc->items[l].type != JSON_NULL &&
-			    (rc->items[l].type != JSON_NUMBER || !(rc->items[l].number >= 0 && rc->items[l].number <= 1.000001))) {
+			    (rc->items[l].type != JSON_NUMBER || !(rc->items[l].number >= 0 && rc->items[l].number <= 1.001))) {
 				snprintf(err, cap, "'recall' of %s at layer %zu is not a share (0..1) or null",
 					 eval_method_name(P->o->c.methods[m]), l);
 				return 0;

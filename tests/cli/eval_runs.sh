@@ -414,18 +414,25 @@ expect "a ppl run with hsq-learned exits 0" 0 ""
 cp "$TMP/out" pl.out
 expect_out "ppl has a row for hsq-learned" "^hsq-learned +2 +32 +[0-9.]+ +[0-9.]+ \[[0-9.]+, [0-9.]+\] "
 expect_out "the method column fits hsq-learned" "^method       docs "
+expect_out "ppl reports the router's recall of hsq-learned against hsq" "^hsq-learned +[01]\.[0-9]{4} +[0-9]+ +[01]\.[0-9]{4}  [+-][01]\.[0-9]{4} \["
 if [ "$have_py" -eq 1 ]; then
 	run python3 -c '
 import hashlib, json, sys
 doc = json.load(open("pl.json"))
 assert [m["method"] for m in doc["methods"]] == ["full", "hsq", "hsq-learned"], doc["methods"]
+rec = doc["methods"][2]["recall"]
+assert 0 < rec["mean"] <= 1.001 and 0 <= rec["worst_layer"] < 30 and len(rec["diff_vs_hsq_bootstrap95"]) == 2, rec
+assert "recall" not in doc["methods"][0], doc["methods"][0]
+for line in open("pl.jsonl").readlines()[1:]:
+    r = json.loads(line)["methods"]
+    assert len(r["hsq"]["recall"]) == 30 and "recall" not in r["full"], r
 head = json.loads(open("pl.jsonl").readline())["config"]
 assert head["methods"] == ["full", "hsq", "hsq-learned"], head
 assert head["calibration_sha256"] == hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest(), head
 for line in open("pl.jsonl").readlines()[1:]:
     assert "hsq-learned" in json.loads(line)["methods"], line
 ' "$TMP/c.hsqc"
-	expect "hsq-learned in the JSON, the calibration's SHA-256 in the log" 0 ""
+	expect "hsq-learned in the JSON with its recall, the calibration's SHA-256 in the log" 0 ""
 fi
 run "$E" $LEARNED --jobs 2 -t 1 --calibration "$TMP/c.hsqc" --log plj.jsonl -q
 expect "hsq-learned with --jobs 2 exits 0" 0 ""

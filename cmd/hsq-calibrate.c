@@ -239,7 +239,7 @@ static double captured(const float *key, size_t key_stride, const float *target,
 /* The held-out comparison: mean over documents and trained heads of the
  * continuation's attention captured by the l1_fraction of candidates the
  * reader flags (the learned scores, or the obs-attention mass). */
-static void recall(const hsq_reader_trainer *tr, const doc *docs, int n_docs, int C, int n_out, double *learned,
+static void flagged_capture(const hsq_reader_trainer *tr, const doc *docs, int n_docs, int C, int n_out, double *learned,
 		   double *obs, int *pairs)
 {
 	float *scores = malloc((size_t)C * n_out * sizeof *scores);
@@ -484,9 +484,9 @@ int main(int argc, char **argv)
 	if (n_val && (st = hsq_reader_trainer_restore(tr)))
 		cli_die_status(PROG, cli_exit_for(st, EXIT_FAILURE_RUNTIME), st);
 	const epoch_log *fin = &curve[best_epoch - 1];
-	double rec_learned = NAN, rec_obs = NAN;
+	double cap_learned = NAN, cap_obs = NAN;
 	int pairs = 0;
-	recall(tr, docs, n_docs, C, n_out, &rec_learned, &rec_obs, &pairs);
+	flagged_capture(tr, docs, n_docs, C, n_out, &cap_learned, &cap_obs, &pairs);
 
 	/* the loss the obs-attention reader's guess would have (its mass as a
 	 * distribution over the candidates), on the held-out documents */
@@ -538,7 +538,7 @@ int main(int argc, char **argv)
 			  fin->validation, obs_loss);
 		sb_printf(&info,
 			  "captured.validation: %.4f learned, %.4f obs-attention (the continuation's attention on the %g of candidates each flags, mean over %d document heads)\n",
-			  rec_learned, rec_obs, (double)tp.l1_fraction, pairs);
+			  cap_learned, cap_obs, (double)tp.l1_fraction, pairs);
 	}
 	cleanup_add_snapshot(out_path);
 	if ((st = hsq_calibration_write(out_path, model, tr, info.s)))
@@ -549,7 +549,7 @@ int main(int argc, char **argv)
 		if (n_val)
 			fprintf(stderr,
 				"held out: loss %.4f (obs-attention %.4f), attention captured by the flagged tokens %.4f (obs-attention %.4f); ",
-				fin->validation, obs_loss, rec_learned, rec_obs);
+				fin->validation, obs_loss, cap_learned, cap_obs);
 		fprintf(stderr, "wrote %s in %.1f s in all, peak memory %.0f MiB\n", out_path, t_total, peak_rss_mib());
 	}
 
@@ -590,9 +590,9 @@ int main(int argc, char **argv)
 		fprintf(f, ",\"validation_loss_obs_attention\":");
 		json_fnum6(f, obs_loss);
 		fprintf(f, ",\"captured_learned\":");
-		json_fnum6(f, rec_learned);
+		json_fnum6(f, cap_learned);
 		fprintf(f, ",\"captured_obs_attention\":");
-		json_fnum6(f, rec_obs);
+		json_fnum6(f, cap_obs);
 		fprintf(f, ",\"captured_pairs\":%d},\"time\":{\"collect_s\":", pairs);
 		json_fnum6(f, t_collect);
 		fprintf(f, ",\"train_s\":");

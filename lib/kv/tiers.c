@@ -876,11 +876,14 @@ static hsq_status encode_summary(const struct hsq_tiers *t, const tier_head *h, 
 }
 
 /* Reader score of every position 0..n-1 for KV head g of a layer, and
- * with the obs-attention reader the head's induction score
+ * with the obs-attention and learned readers the head's induction score
  * (tier_head.induction): for each observation query at position o (each
  * of the G query heads sharing g) whose token occurred before, at some
  * p - 1 with p older than the recent window, the attention share on all
- * such p; the mean over the queries that have one (0 when none has). */
+ * such p; the mean over the queries that have one (0 when none has).
+ * With the learned reader (learned: the network's scores [n][n_out]) a
+ * position's score is its softmax share of the network's score, added to
+ * the obs-attention prior when the reader was trained on one. */
 static void reader_scores(const kv_view *kv, const struct hsq_tiers *t, int layer, int g, const float *k_rope,
 			  const float *k_pre, int n, const float *learned, float *mass, float *tmp, float *induction)
 {

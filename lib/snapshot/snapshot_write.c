@@ -13,17 +13,14 @@
  * (unlocked, so removable), and find its own among the files it has open
  * (hsq-prefill's cmd/common/cleanup.c does both). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <zstd.h>
 
+#include "common/atomic_write.h"
 #include "common/crc32c.h"
 #include "common/error.h"
 #include "common/le.h"
@@ -58,126 +55,6 @@ static void shuffle4(uint8_t *restrict dst, const uint8_t *restrict src, size_t 
 		p2[i] = (uint8_t)(v >> 16);
 		p3[i] = (uint8_t)(v >> 24);
 	}
-}
-
-typedef struct snap_writer {
-	const char *path;  /* destination */
-	char *tmp_path;    /* temporary file next to it */
-	char *dir;         /* its directory, for fsync */
-	int fd;
-} snap_writer;
-
-static hsq_status write_at(const snap_writer *w, uint64_t off, const void *buf, size_t n)
-{
-	const uint8_t *p = buf;
-	while (n) {
-		ssize_t put = pwrite(w->fd, p, n, (off_t)off);
-		if (put < 0) {
-			if (errno == EINTR)
-				continue;
-			return hsq_fail(HSQ_ERR_IO, "cannot write snapshot %s: %s%s", w->path, strerror(errno),
-					errno == ENOSPC || errno == EDQUOT ? " (free some space or write elsewhere)"
-									   : "");
-		}
-		p += put;
-		off += (uint64_t)put;
-		n -= (size_t)put;
-	}
-	return HSQ_OK;
-}
-
-/* Creates ".NAME.XXXXXXXX.tmp" next to the destination with O_EXCL and mode
- * 0666 (the umask applies, as for any new file); mkstemp would give 0600. */
-static hsq_status writer_open(snap_writer *w, const char *path)
-{
-	memset(w, 0, sizeof *w);
-	w->fd = -1;
-	w->path = path;
-	const char *slash = strrchr(path, '/');
-	const char *base = slash ? slash + 1 : path;
-	if (!*base)
-		return hsq_fail(HSQ_ERR_INVALID_ARG, "snapshot path '%s' names a directory; give a file name such as out.hsq",
-				path);
-	size_t dir_len = slash ? (size_t)(slash - path) : 0;
-	if (slash && dir_len == 0)
-		dir_len = 1; /* "/name" */
-	w->dir = slash ? strndup(path, dir_len) : strdup(".");
-	size_t prefix = slash ? (size_t)(slash - path) + 1 : 0; /* "dir/" */
-	size_t cap = prefix + 200 + 32;
-	w->tmp_path = malloc(cap);
-	if (!w->dir || !w->tmp_path)
-		return hsq_fail(HSQ_ERR_NOMEM, "out of memory writing %s", path);
-	static _Atomic unsigned counter;
-	for (int attempt = 0; attempt < 100; attempt++) {
-		uint64_t rnd = 0;
-		if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != sizeof rnd) {
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			rnd = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid() << 20 ^ counter++;
-		}
-		/* ".NAME.XXXXXXXX.tmp", NAME cut to 200 bytes to stay under NAME_MAX. */
-		snprintf(w->tmp_path, cap, "%.*s.%.200s.%08x.tmp", (int)prefix, path, base, (unsigned)rnd);
-		w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-		if (w->fd >= 0) {
-			/* advisory: "being written"; file systems without
-			 * flock still get the snapshot */
-			flock(w->fd, LOCK_EX | LOCK_NB);
-			return HSQ_OK;
-		}
-		if (errno != EEXIST)
-			break;
-	}
-	int e = errno;
-	hsq_status st = hsq_fail(HSQ_ERR_IO, "cannot create snapshot %s: temporary file in %s: %s%s", path, w->dir,
-				 strerror(e),
-				 e == ENOENT	? " (create the directory first)"
-				 : e == EACCES || e == EPERM || e == EROFS ? " (choose a writable directory)"
-									    : "");
-	free(w->tmp_path);
-	w->tmp_path = NULL;
-	return st;
-}
-
-/* Removes the temporary file unless it was renamed into place. */
-static void writer_abort(snap_writer *w)
-{
-	if (w->fd >= 0)
-		close(w->fd);
-	if (w->tmp_path)
-		unlink(w->tmp_path);
-	free(w->tmp_path);
-	free(w->dir);
-	memset(w, 0, sizeof *w);
-	w->fd = -1;
-}
-
-static hsq_status writer_commit(snap_writer *w)
-{
-	hsq_status st = HSQ_OK;
-	if (fsync(w->fd) < 0)
-		return hsq_fail(HSQ_ERR_IO, "cannot write snapshot %s: fsync: %s", w->path, strerror(errno));
-	/* Renamed while still open (and locked): the temporary name is never
-	 * that of a file this process has closed. */
-	if (rename(w->tmp_path, w->path) < 0)
-		return hsq_fail(HSQ_ERR_IO, "cannot write snapshot %s: rename from %s: %s%s", w->path, w->tmp_path,
-				strerror(errno), errno == EISDIR ? " (the destination is a directory)" : "");
-	free(w->tmp_path);
-	w->tmp_path = NULL; /* renamed: nothing to clean up any more */
-	int fd = w->fd;
-	w->fd = -1;
-	/* The data is on disk (fsync above) and in place; a failed close
-	 * cannot take either back. */
-	close(fd);
-	/* Make the rename itself durable. Some file systems cannot fsync a
-	 * directory (EINVAL); the file is complete either way. */
-	int dfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		if (fsync(dfd) < 0 && errno != EINVAL && errno != EROFS)
-			st = hsq_fail(HSQ_ERR_IO, "snapshot %s was written but its directory could not be synced: %s",
-				      w->path, strerror(errno));
-		close(dfd);
-	}
-	return st;
 }
 
 typedef struct out_section {
@@ -226,7 +103,7 @@ static void put_str(uint8_t *dst, size_t cap, const char *src)
 hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snapshot_mode mode, int zstd_level)
 {
 	hsq_status st = HSQ_OK;
-	snap_writer w = { .fd = -1 };
+	atomic_writer w = { .fd = -1 };
 	ZSTD_CCtx *cctx = NULL;
 	float *host = NULL;
 	uint8_t *shuf = NULL, *zbuf = NULL, *table = NULL, *small = NULL;
@@ -282,7 +159,7 @@ hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snaps
 	int n_sections = mode == HSQ_MODE_FULL ? 3 : 2 + n_tier_sections;
 	uint64_t pos = align_up(SNAP_HEADER_SIZE + (uint64_t)n_sections * SNAP_ENTRY_SIZE, SNAP_ALIGN_LOG2);
 
-	if ((st = writer_open(&w, path)))
+	if ((st = atomic_writer_open(&w, path, "snapshot", "out.hsq")))
 		goto fail;
 
 	/* meta */
@@ -312,7 +189,7 @@ hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snaps
 	sec[S_META].offset = pos;
 	sec[S_META].stored = SNAP_META_SIZE;
 	sec[S_META].crc = crc32c_update(0, small, SNAP_META_SIZE);
-	if ((st = write_at(&w, pos, small, SNAP_META_SIZE)))
+	if ((st = atomic_writer_write_at(&w, pos, small, SNAP_META_SIZE)))
 		goto fail;
 	pos = align_up(pos + SNAP_META_SIZE, SNAP_ALIGN_LOG2);
 
@@ -323,7 +200,7 @@ hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snaps
 	sec[S_TOKENS].offset = pos;
 	sec[S_TOKENS].stored = sec[S_TOKENS].raw;
 	sec[S_TOKENS].crc = crc32c_update(0, small, (size_t)sec[S_TOKENS].raw);
-	if ((st = write_at(&w, pos, small, (size_t)sec[S_TOKENS].raw)))
+	if ((st = atomic_writer_write_at(&w, pos, small, (size_t)sec[S_TOKENS].raw)))
 		goto fail;
 	pos = align_up(pos + sec[S_TOKENS].raw, SNAP_ALIGN_LOG2);
 
@@ -340,7 +217,7 @@ hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snaps
 			o->offset = pos;
 			o->raw = o->stored = blobs[i].size;
 			o->crc = crc32c_update(0, blobs[i].data, (size_t)blobs[i].size);
-			if ((st = write_at(&w, pos, blobs[i].data, (size_t)blobs[i].size)))
+			if ((st = atomic_writer_write_at(&w, pos, blobs[i].data, (size_t)blobs[i].size)))
 				goto fail;
 			pos = align_up(pos + blobs[i].size, SNAP_ALIGN_LOG2);
 		}
@@ -394,13 +271,13 @@ hsq_status hsq_snapshot_save(const hsq_context *ctx, const char *path, hsq_snaps
 			}
 			put_u64(table + c * 8, rel);
 			crc = crc32c_update(crc, zbuf, z);
-			if ((st = write_at(&w, pos + rel, zbuf, z)))
+			if ((st = atomic_writer_write_at(&w, pos + rel, zbuf, z)))
 				goto fail;
 			rel += z;
 		}
 		put_u64(table + n_chunks * 8, rel);
 		crc = crc32c_update(crc, table, (n_chunks + 1) * 8);
-		if ((st = write_at(&w, pos + rel, table, (n_chunks + 1) * 8)))
+		if ((st = atomic_writer_write_at(&w, pos + rel, table, (n_chunks + 1) * 8)))
 			goto fail;
 		kv->stored = rel + (n_chunks + 1) * 8;
 		kv->crc = crc;
@@ -439,10 +316,10 @@ header:
 	for (int i = 0; i < n_sections; i++)
 		put_entry(head + SNAP_HEADER_SIZE + (size_t)i * SNAP_ENTRY_SIZE, &sec[i]);
 	put_u32(head + SNAP_H_CRC, crc32c_update(0, head, head_size));
-	if ((st = write_at(&w, 0, head, head_size)) || (st = writer_commit(&w)))
+	if ((st = atomic_writer_write_at(&w, 0, head, head_size)) || (st = atomic_writer_commit(&w)))
 		goto fail;
 fail:
-	writer_abort(&w); /* after a commit only frees; otherwise removes the temporary */
+	atomic_writer_abort(&w); /* after a commit only frees; otherwise removes the temporary */
 	ZSTD_freeCCtx(cctx);
 	free(host);
 	free(shuf);

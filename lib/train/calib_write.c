@@ -4,24 +4,18 @@
  * lib/learn/calibration.c reads it.
  *
  * The file is built in memory (a reader is small: see calibration.c) and
- * written atomically, as snapshots are (lib/snapshot/snapshot_write.c): a
- * temporary file ".NAME.XXXXXXXX.tmp" (XXXXXXXX: 8 lowercase hex digits)
- * in the destination's directory, created with O_EXCL and held locked
- * (flock) until it is renamed; the sections first and the header last, so
- * an interrupted file never carries a valid magic; fsync, rename over the
- * destination, fsync of the directory. The same network and info text give
+ * written atomically, as snapshots are (common/atomic_write.h), the
+ * sections first and the header last, so an interrupted file never
+ * carries a valid magic. The same network and info text give
  * the same bytes: nothing in the file depends on the time or the host. */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/atomic_write.h"
 #include "common/crc32c.h"
 #include "common/error.h"
 #include "common/le.h"
@@ -30,122 +24,6 @@
 #include "learn/calib_format.h"
 #include "learn/reader_net.h"
 #include "train/reader_trainer.h"
-
-typedef struct cal_writer {
-	const char *path; /* destination */
-	char *tmp_path;   /* temporary file next to it */
-	char *dir;        /* its directory, for fsync */
-	int fd;
-} cal_writer;
-
-static hsq_status write_at(const cal_writer *w, uint64_t off, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t put = pwrite(w->fd, p, n, (off_t)off);
-		if (put < 0) {
-			if (errno == EINTR)
-				continue;
-			return hsq_fail(HSQ_ERR_IO, "cannot write calibration %s: %s%s", w->path, strerror(errno),
-					errno == ENOSPC || errno == EDQUOT ? " (free some space or write elsewhere)" : "");
-		}
-		p += put;
-		off += (uint64_t)put;
-		n -= (size_t)put;
-	}
-	return HSQ_OK;
-}
-
-/* Creates ".NAME.XXXXXXXX.tmp" next to the destination with O_EXCL and mode
- * 0666 (less the umask, as for any new file; mkstemp would give 0600). */
-static hsq_status writer_open(cal_writer *w, const char *path)
-{
-	memset(w, 0, sizeof *w);
-	w->fd = -1;
-	w->path = path;
-	const char *slash = strrchr(path, '/');
-	const char *base = slash ? slash + 1 : path;
-	if (!*base)
-		return hsq_fail(HSQ_ERR_INVALID_ARG,
-				"calibration path '%s' names a directory; give a file name such as model.hsqc", path);
-	size_t dir_len = slash ? (size_t)(slash - path) : 0;
-	if (slash && dir_len == 0)
-		dir_len = 1; /* "/name" */
-	w->dir = slash ? strndup(path, dir_len) : strdup(".");
-	size_t prefix = slash ? (size_t)(slash - path) + 1 : 0; /* "dir/" */
-	size_t cap = prefix + 200 + 32;
-	w->tmp_path = malloc(cap);
-	if (!w->dir || !w->tmp_path)
-		return hsq_fail(HSQ_ERR_NOMEM, "out of memory writing %s", path);
-	static _Atomic unsigned counter;
-	for (int attempt = 0; attempt < 100; attempt++) {
-		uint64_t rnd = 0;
-		if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != sizeof rnd) {
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			rnd = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid() << 20 ^ counter++;
-		}
-		/* NAME cut to 200 bytes to stay under NAME_MAX. */
-		snprintf(w->tmp_path, cap, "%.*s.%.200s.%08x.tmp", (int)prefix, path, base, (unsigned)rnd);
-		w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-		if (w->fd >= 0) {
-			/* advisory: "being written"; file systems without flock
-			 * still get the file */
-			flock(w->fd, LOCK_EX | LOCK_NB);
-			return HSQ_OK;
-		}
-		if (errno != EEXIST)
-			break;
-	}
-	int e = errno;
-	hsq_status st = hsq_fail(HSQ_ERR_IO, "cannot create calibration %s: temporary file in %s: %s%s", path, w->dir,
-				 strerror(e),
-				 e == ENOENT			       ? " (create the directory first)"
-				 : e == EACCES || e == EPERM || e == EROFS ? " (choose a writable directory)"
-									    : "");
-	free(w->tmp_path);
-	w->tmp_path = NULL;
-	return st;
-}
-
-/* Removes the temporary file unless it was renamed into place; frees. */
-static void writer_abort(cal_writer *w)
-{
-	if (w->fd >= 0)
-		close(w->fd);
-	if (w->tmp_path)
-		unlink(w->tmp_path);
-	free(w->tmp_path);
-	free(w->dir);
-	memset(w, 0, sizeof *w);
-	w->fd = -1;
-}
-
-static hsq_status writer_commit(cal_writer *w)
-{
-	hsq_status st = HSQ_OK;
-	if (fsync(w->fd) < 0)
-		return hsq_fail(HSQ_ERR_IO, "cannot write calibration %s: fsync: %s", w->path, strerror(errno));
-	/* Renamed while still open (and locked): the temporary name is never
-	 * that of a file this process has closed. */
-	if (rename(w->tmp_path, w->path) < 0)
-		return hsq_fail(HSQ_ERR_IO, "cannot write calibration %s: rename from %s: %s%s", w->path, w->tmp_path,
-				strerror(errno), errno == EISDIR ? " (the destination is a directory)" : "");
-	free(w->tmp_path);
-	w->tmp_path = NULL; /* renamed: nothing to clean up any more */
-	int fd = w->fd;
-	w->fd = -1;
-	close(fd); /* the data is on disk (fsync above) and in place */
-	/* Make the rename itself durable. Some file systems cannot fsync a
-	 * directory (EINVAL); the file is complete either way. */
-	int dfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		if (fsync(dfd) < 0 && errno != EINVAL && errno != EROFS)
-			st = hsq_fail(HSQ_ERR_IO, "calibration %s was written but its directory could not be synced: %s",
-				      w->path, strerror(errno));
-		close(dfd);
-	}
-	return st;
-}
 
 /* Copies a string into a NUL-padded field, truncating at a UTF-8 character
  * boundary so it stays NUL-terminated and valid. */
@@ -202,7 +80,7 @@ static hsq_status check_net(const char *path, const hsq_model_info *mi, const re
 hsq_status calib_write_reader(const char *path, const hsq_model_info *mi, const reader_net *net, const char *info)
 {
 	hsq_status st = HSQ_OK;
-	cal_writer w = { .fd = -1 };
+	atomic_writer w = { .fd = -1 };
 	uint8_t *buf = NULL;
 
 	if (!path || !*path || !mi || !net)
@@ -297,12 +175,12 @@ hsq_status calib_write_reader(const char *path, const hsq_model_info *mi, const 
 	put_u32(h + CAL_H_CRC, crc32c_update(0, h, (size_t)head_size)); /* the CRC field is still 0 */
 
 	/* Sections first, header and table last. */
-	if ((st = writer_open(&w, path)) ||
-	    (st = write_at(&w, head_size, buf + head_size, (size_t)(file_size - head_size))) ||
-	    (st = write_at(&w, 0, buf, (size_t)head_size)) || (st = writer_commit(&w)))
+	if ((st = atomic_writer_open(&w, path, "calibration", "model.hsqc")) ||
+	    (st = atomic_writer_write_at(&w, head_size, buf + head_size, (size_t)(file_size - head_size))) ||
+	    (st = atomic_writer_write_at(&w, 0, buf, (size_t)head_size)) || (st = atomic_writer_commit(&w)))
 		goto done;
 done:
-	writer_abort(&w); /* after a commit only frees; otherwise removes the temporary */
+	atomic_writer_abort(&w); /* after a commit only frees; otherwise removes the temporary */
 	free(buf);
 	return st;
 }
